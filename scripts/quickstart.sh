@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up dlsweep and run the default example: the toy-model sweep of depth x sigma0.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh .venv
+.venv/bin/dlsweep run sweeps/toy-threshold.toml "$@"
+.venv/bin/dlsweep show runs/toy-threshold

@@ -1,0 +1,148 @@
+"""The verbs of dlsweep as Python functions; `dlsweep.cli` is a thin shell over these."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dlsweep import engine, grid, models, progress, store, tasks
+from dlsweep import spec as spec_module
+from dlsweep.spec import Sweep
+from dlsweep.store import load, load_trajectories
+
+__all__ = ["RunReport", "run", "show", "list_models", "load", "load_trajectories", "default_folder"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunReport:
+    """What one `run` call did."""
+
+    folder: Path
+    n_runs: int
+    chunks_run: int
+    chunks_skipped: int
+    chunks_missing: int
+    compile_seconds: float
+    run_seconds: float
+    traj_steps: int
+
+    @property
+    def traj_steps_per_second(self) -> float:
+        return self.traj_steps / self.run_seconds if self.run_seconds > 0 else float("nan")
+
+
+def default_folder(sweep: Sweep) -> Path:
+    return Path("runs") / sweep.name
+
+
+def _use_dtype(dtype: str) -> None:
+    """float64 needs JAX's x64 mode, switched on before the sweep's arrays exist."""
+    if dtype == "float64":
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+
+
+def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
+        chunk_size: int | None = None, overwrite: bool = False, progress_bar: bool | None = None,
+        max_chunks: int | None = None) -> RunReport:
+    """Run every trajectory of a sweep into a Parquet dataset folder (default `runs/<name>`).
+
+    An existing folder of the same sweep is resumed (finished chunks are skipped); one of a
+    different sweep is refused unless `overwrite`. `max_chunks` stops after that many chunks
+    (the rest is filled by a later call)."""
+    sweep = spec if isinstance(spec, Sweep) else spec_module.load(spec, overrides)
+    if chunk_size is not None and chunk_size < 1:
+        raise spec_module.SpecError(f"--chunk-size: expected an integer >= 1, got {chunk_size}")
+    _use_dtype(sweep.dtype)
+    folder = Path(out) if out is not None else default_folder(sweep)
+    program = engine.Program.from_sweep(sweep, models.FAMILIES[sweep.model].build(sweep))
+    flat = grid.build(sweep.axes)
+    task = tasks.make(sweep)
+    hp_names = list(flat.columns)
+
+    with store.locked(folder):
+        manifest = store.prepare(folder, sweep, overwrite)
+        if manifest is None:
+            size = chunk_size or grid.chunk_size_for(flat.size, engine.bytes_per_trajectory(program, hp_names, task))
+            manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size)))
+            store.start(folder, sweep, manifest)
+        size = manifest["chunk_size"]
+        plan = grid.chunks(flat.size, size)
+        finished = store.finished_chunks(folder)
+        todo = [c for c in plan if c.index not in finished]
+        if max_chunks is not None:
+            todo = todo[:max_chunks]
+        compile_seconds, run_seconds, traj_steps = 0.0, 0.0, 0
+        if todo:
+            compiled = engine.compile_chunk(program, size, hp_names, task, sweep.seed)
+            compile_seconds = compiled.compile_seconds
+            meter = progress.meter(sum(c.stop - c.start for c in todo), len(todo), progress_bar)
+            try:
+                for chunk in todo:
+                    started = time.perf_counter()
+                    run_ids = np.arange(chunk.start, chunk.stop)
+                    hps = flat.rows(chunk.start, chunk.stop)
+                    summary, records = compiled(run_ids, hps, task)
+                    seconds = time.perf_counter() - started
+                    runs, trajectories = store.chunk_frames(sweep, run_ids, hps, summary, records,
+                                                            np.asarray(program.record_steps))
+                    store.write_chunk(folder, chunk.index, runs, trajectories)
+                    chunk_steps = int(runs["steps_run"].sum())
+                    manifest["chunks"][str(chunk.index)] = {
+                        "runs": [chunk.start, chunk.stop], "seconds": round(seconds, 4), "traj_steps": chunk_steps}
+                    store.write_manifest(folder, manifest)
+                    run_seconds += seconds
+                    traj_steps += chunk_steps
+                    meter.update(chunk.stop - chunk.start, chunk_steps)
+            finally:
+                meter.close()
+        manifest["compile_seconds"] = round(compile_seconds, 4)
+        store.write_manifest(folder, manifest)
+        missing = len(plan) - len(store.finished_chunks(folder))
+    return RunReport(folder, flat.size, len(todo), len(finished), missing, compile_seconds, run_seconds, traj_steps)
+
+
+def show(folder: str | Path) -> dict:
+    """A summary of a finished or partial run folder."""
+    folder = Path(folder)
+    manifest = store.read_manifest(folder)
+    if manifest is None:
+        raise store.StoreError(f"{folder}: no {store.MANIFEST}; not a dlsweep run folder")
+    finished = store.finished_chunks(folder)
+    missing = sorted(set(range(manifest["n_chunks"])) - finished)
+    summary = {
+        "folder": str(folder),
+        "name": manifest["name"],
+        "model": manifest["model"],
+        "spec_hash": manifest["spec_hash"],
+        "runs": f"{sum(c['runs'][1] - c['runs'][0] for k, c in manifest['chunks'].items() if int(k) in finished)}"
+                f" of {manifest['n_runs']}",
+        "chunks": f"{len(finished)} of {manifest['n_chunks']} finished (chunk size {manifest['chunk_size']})",
+        "missing_chunks": missing,
+        "backend": f"{manifest['backend']} {manifest['devices']}",
+        "versions": manifest["versions"],
+        "updated": manifest.get("updated"),
+    }
+    if finished:
+        runs = load(folder)
+        summary["diverged"] = int(runs["diverged"].sum())
+        summary["converged"] = int(runs["converged"].sum())
+        summary["steps_run"] = (f"min {runs['steps_run'].min()}, median {int(runs['steps_run'].median())}, "
+                                f"max {runs['steps_run'].max()}")
+        summary["columns"] = list(runs.columns)
+    return summary
+
+
+def list_models() -> pd.DataFrame:
+    """The model families with their axes and task keys."""
+    return pd.DataFrame([
+        {"model": f.name, "axes": ", ".join(f.axes) + " (+ seed)",
+         "task": ", ".join(f.task_keys), "summary": f.summary}
+        for f in models.FAMILIES.values()
+    ])

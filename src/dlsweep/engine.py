@@ -1,0 +1,220 @@
+"""The engine: one gradient-descent trajectory as pure functions, batched with `jax.vmap` over a
+chunk of the grid and compiled once per static configuration.
+
+A trajectory's life, all inside one compiled program:
+
+    init_state                       params from the model, optax state, hits at step 0
+    advance(state, start, stop)      `stop - start` GD steps (a `fori_loop`); every step updates the
+                                     first-hitting steps; at `stop` the trajectory is checked:
+                                     diverged -> restored to `start` and frozen; converged -> frozen
+    record(state)                    (loss, sigma) at a recorded step
+
+The chunk program scans over record segments; inside a segment a `while_loop` advances the whole
+chunk in blocks of `check_every` steps and ends early once every trajectory is frozen. Frozen
+trajectories are computed and discarded (SIMD has no per-lane skip), so a trajectory's result
+never depends on which others share its chunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+
+STEP_DTYPE = jnp.int32
+
+
+def record_steps(schedule: str, points: int, steps: int) -> np.ndarray:
+    """Recorded steps: 0 and `steps` always, `points` in all at most, log- or linearly spaced
+    (log: geometric from step 1, so early dynamics are resolved; duplicates after rounding dropped)."""
+    if schedule == "linear":
+        grid = np.linspace(0, steps, points)
+    else:
+        grid = np.concatenate([[0.0], np.geomspace(1, steps, points - 1)])
+    return np.unique(np.rint(grid).astype(np.int64))
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """Static configuration of a chunk program: everything that keys the compile cache."""
+
+    model: Any
+    levels: tuple[float, ...]
+    record_steps: tuple[int, ...]
+    check_every: int
+    rel_loss: float
+    blowup: float
+    dtype: str
+
+    @classmethod
+    def from_sweep(cls, sweep, model) -> "Program":
+        steps = record_steps(sweep.record.schedule, sweep.record.points, sweep.steps)
+        return cls(model, sweep.record.levels, tuple(int(s) for s in steps), sweep.stop.check_every,
+                   sweep.stop.rel_loss, sweep.stop.blowup, sweep.dtype)
+
+
+@struct.dataclass
+class TrajectoryState:
+    params: Any
+    opt_state: Any
+    hit: jax.Array        # (k, n_levels): first step with sigma_i >= level * sigma*_i, -1 before
+    loss0: jax.Array      # loss at initialization, the scale for the stop tests
+    steps_run: jax.Array  # steps whose result is in `params`
+    diverged: jax.Array
+    converged: jax.Array
+
+
+def _optimizer(lr: jax.Array) -> optax.GradientTransformation:
+    """Plain GD with a per-trajectory learning rate held in the optimizer state."""
+    return optax.inject_hyperparams(optax.sgd)(learning_rate=lr)
+
+
+def _update_hits(program: Program, hit, params, hp, task, step):
+    """hit[i, l] <- step where it is still -1 and sigma_i >= levels[l] * sigma*_i."""
+    sigma = program.model.observe(params, hp, task)["sigma"]
+    levels = jnp.asarray(program.levels, dtype=sigma.dtype)
+    reached = sigma[:, None] >= levels[None, :] * task["sigma_star"][:, None]
+    return jnp.where((hit < 0) & reached, jnp.asarray(step, STEP_DTYPE), hit)
+
+
+def init_state(program: Program, key, hp, task) -> TrajectoryState:
+    model = program.model
+    params = model.init(key, hp, task)
+    opt_state = _optimizer(hp["lr"]).init(params)
+    n_values = len(task["sigma_star"])
+    hit = jnp.full((n_values, len(program.levels)), -1, STEP_DTYPE)
+    hit = _update_hits(program, hit, params, hp, task, 0)
+    false = jnp.zeros((), bool)
+    return TrajectoryState(params, opt_state, hit, model.loss(params, hp, task),
+                           jnp.zeros((), STEP_DTYPE), false, false)
+
+
+def advance(program: Program, state: TrajectoryState, hp, task, start, stop) -> TrajectoryState:
+    """GD steps start .. stop-1, then the divergence / convergence check at `stop`."""
+    model = program.model
+    optimizer = _optimizer(hp["lr"])
+    grad = jax.grad(model.loss)
+
+    def step(t, carry):
+        params, opt_state, hit = carry
+        hit = _update_hits(program, hit, params, hp, task, t)
+        updates, opt_state = optimizer.update(grad(params, hp, task), opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, hit
+
+    params, opt_state, hit = jax.lax.fori_loop(start, stop, step, (state.params, state.opt_state, state.hit))
+    hit = _update_hits(program, hit, params, hp, task, stop)
+    loss = model.loss(params, hp, task)
+
+    finite = jnp.isfinite(loss) & jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(params)]))
+    diverged_now = ~finite | (loss > program.blowup * state.loss0)
+    converged_now = jnp.all(hit >= 0) & (loss <= program.rel_loss * state.loss0)
+    frozen = state.diverged | state.converged
+    keep = frozen | diverged_now
+    moved = state.replace(params=params, opt_state=opt_state, hit=hit, steps_run=jnp.asarray(stop, STEP_DTYPE))
+    new = jax.tree.map(lambda old, cur: jnp.where(keep, old, cur), state, moved)
+    return new.replace(diverged=state.diverged | (~frozen & diverged_now),
+                       converged=state.converged | (~frozen & ~diverged_now & converged_now))
+
+
+def record(program: Program, state: TrajectoryState, hp, task):
+    """(loss, sigma) of the current parameters."""
+    params = state.params
+    return program.model.loss(params, hp, task), program.model.observe(params, hp, task)["sigma"]
+
+
+def run_chunk(program: Program, root_key, run_ids, hps, task):
+    """Every trajectory of one chunk from init to the last recorded step.
+
+    Returns (summary, records): summary arrays of shape (B, ...) and records
+    (loss (R, B), sigma (R, B, k)) at `program.record_steps`.
+    """
+    keys = jax.vmap(lambda i: jax.random.fold_in(root_key, i))(run_ids)
+    state = jax.vmap(functools.partial(init_state, program), (0, 0, None))(keys, hps, task)
+    batched_advance = jax.vmap(functools.partial(advance, program), (0, 0, None, None, None))
+    batched_record = jax.vmap(functools.partial(record, program), (0, 0, None))
+    steps = np.asarray(program.record_steps)
+    bounds = jnp.asarray(np.stack([steps[:-1], steps[1:]], axis=1), STEP_DTYPE)
+
+    def segment(state, bound):
+        def running(carry):
+            start, st = carry
+            return (start < bound[1]) & ~jnp.all(st.diverged | st.converged)
+
+        def block(carry):
+            start, st = carry
+            stop = jnp.minimum(start + program.check_every, bound[1])
+            return stop, batched_advance(st, hps, task, start, stop)
+
+        _, state = jax.lax.while_loop(running, block, (bound[0], state))
+        return state, batched_record(state, hps, task)
+
+    first = batched_record(state, hps, task)
+    state, rest = jax.lax.scan(segment, state, bounds)
+    loss = jnp.concatenate([first[0][None], rest[0]])
+    sigma = jnp.concatenate([first[1][None], rest[1]])
+    summary = {
+        "final_loss": loss[-1],
+        "diverged": state.diverged,
+        "converged": state.converged,
+        "steps_run": state.steps_run,
+        "hit": state.hit,
+    }
+    return summary, (loss, sigma)
+
+
+@dataclasses.dataclass
+class CompiledChunk:
+    """A chunk program compiled for one batch size; `__call__` returns NumPy arrays."""
+
+    program: Program
+    batch: int
+    executable: Any
+    compile_seconds: float
+    root_key: Any
+
+    def __call__(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[dict, tuple]:
+        n = len(run_ids)
+        ids = _pad(np.asarray(run_ids), self.batch).astype(np.int32)
+        batch_hps = {k: _pad(v, self.batch) for k, v in cast_hps(hps, self.program.dtype).items()}
+        summary, records = self.executable(self.root_key, ids, batch_hps, task)
+        summary = {k: np.asarray(v)[:n] for k, v in summary.items()}
+        records = tuple(np.asarray(r)[:, :n] for r in records)
+        return summary, records
+
+
+def cast_hps(hps: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
+    """Integer axes as int32, every other axis in the sweep's float dtype."""
+    return {k: np.asarray(v, np.int32 if k in ("depth", "seed") else dtype) for k, v in hps.items()}
+
+
+def _pad(values: np.ndarray, size: int) -> np.ndarray:
+    """Pad a column to the compiled batch size by repeating its last entry."""
+    if len(values) == size:
+        return values
+    return np.concatenate([values, np.repeat(values[-1:], size - len(values))])
+
+
+def _abstract_args(program: Program, batch: int, hp_names, task):
+    hps = {k: jax.ShapeDtypeStruct((batch,), np.int32 if k in ("depth", "seed") else program.dtype) for k in hp_names}
+    return (jax.eval_shape(jax.random.key, 0), jax.ShapeDtypeStruct((batch,), np.int32), hps, task)
+
+
+def bytes_per_trajectory(program: Program, hp_names, task) -> int:
+    """Memory estimate: the chunk program's outputs for one trajectory, twice (state + buffers)."""
+    shapes = jax.eval_shape(lambda *a: run_chunk(program, *a), *_abstract_args(program, 1, hp_names, task))
+    return 2 * sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(shapes))
+
+
+def compile_chunk(program: Program, batch: int, hp_names, task, seed: int) -> CompiledChunk:
+    """Lower and compile the chunk program for `batch` trajectories (timed)."""
+    start = time.perf_counter()
+    jitted = jax.jit(lambda *a: run_chunk(program, *a))
+    executable = jitted.lower(*_abstract_args(program, batch, hp_names, task)).compile()
+    return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed))

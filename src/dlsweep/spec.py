@@ -1,0 +1,352 @@
+"""Sweep specifications: TOML -> a validated, frozen :class:`Sweep`.
+
+Every error is a :class:`SpecError` that names the file, the key and what was expected, and is
+raised before anything is written to disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dlsweep import models
+
+DTYPES = ("float32", "float64")
+SCHEDULES = ("log", "linear")
+MAX_RECORD_POINTS = 1000
+TOP_LEVEL_KEYS = ("name", "model", "steps", "dtype", "seed", "task", "axes", "record", "stop")
+
+
+class SpecError(ValueError):
+    """A sweep specification that cannot be run; the message names file, key and expectation."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """What is recorded: `points` steps on a log or linear schedule, and the hitting levels."""
+
+    schedule: str = "log"
+    points: int = 200
+    levels: tuple[float, ...] = (0.05, 0.5, 0.95)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stop:
+    """When a trajectory stops before `steps`.
+
+    converged: every hitting level reached and loss <= rel_loss * initial loss;
+    diverged: non-finite parameters or loss, or loss > blowup * initial loss.
+    Both are checked every `check_every` steps; a diverged trajectory is restored to the
+    last checked state.
+    """
+
+    rel_loss: float = 1e-6
+    blowup: float = 1e6
+    check_every: int = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """A resolved sweep: every default filled in, every axis an explicit array."""
+
+    name: str
+    model: str
+    steps: int
+    dtype: str
+    seed: int
+    task: Mapping[str, Any]
+    axes: Mapping[str, np.ndarray]
+    record: Record
+    stop: Stop
+    source: str = dataclasses.field(default="<memory>", compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved spec as plain TOML-able values (what `sweep.toml` holds)."""
+        return {
+            "name": self.name,
+            "model": self.model,
+            "steps": self.steps,
+            "dtype": self.dtype,
+            "seed": self.seed,
+            "task": {k: _plain(v) for k, v in self.task.items()},
+            "axes": {k: _plain(v) for k, v in self.axes.items()},
+            "record": _plain(dataclasses.asdict(self.record)),
+            "stop": dataclasses.asdict(self.stop),
+        }
+
+    def spec_hash(self) -> str:
+        """sha256 of the canonical resolved spec: equal hashes mean identical results."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def to_toml(self) -> str:
+        return dumps_toml(self.to_dict())
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
+    """Read a TOML sweep file, apply `KEY=VALUE` overrides, validate and resolve it."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"{path}: no such spec file")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(f"{path}: not valid TOML: {err}") from None
+    overridden = apply_overrides(raw, overrides, path)
+    return resolve(raw, source=str(path), overridden=overridden)
+
+
+def apply_overrides(raw: dict, overrides: Sequence[str], path: Path | str) -> set[str]:
+    """Set dotted keys from `KEY=VALUE` strings (VALUE parsed as TOML, else a string)."""
+    overridden = set()
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SpecError(f"{path}: --set {item!r}: expected KEY=VALUE, e.g. steps=20000")
+        try:
+            value = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text.strip()
+        table = raw
+        parts = key.split(".")
+        for part in parts[:-1]:
+            table = table.setdefault(part, {})
+            if not isinstance(table, dict):
+                raise SpecError(f"{path}: --set {key}: {part!r} is not a table")
+        table[parts[-1]] = value
+        overridden.add(key)
+    return overridden
+
+
+class _Where:
+    """Formats error locations: `file: key` (with `(--set)` for overridden keys)."""
+
+    def __init__(self, source: str, overridden: set[str]):
+        self.source, self.overridden = source, overridden
+
+    def error(self, key: str, message: str) -> SpecError:
+        origin = " (from --set)" if key in self.overridden else ""
+        return SpecError(f"{self.source}: key '{key}'{origin}: {message}")
+
+
+def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: set[str] = frozenset()) -> Sweep:
+    """Validate a raw spec mapping and fill in defaults."""
+    where = _Where(source, set(overridden))
+    _reject_unknown(raw, TOP_LEVEL_KEYS, "", where)
+
+    name = _required(raw, "name", where)
+    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+        raise where.error("name", f"expected a non-empty folder name without '/', got {name!r}")
+    model_name = _required(raw, "model", where)
+    if model_name not in models.FAMILIES:
+        raise where.error("model", f"unknown model {model_name!r}; known: {', '.join(models.FAMILIES)}")
+    family = models.FAMILIES[model_name]
+
+    steps = _integer(raw.get("steps", None), "steps", where, minimum=1, required=True)
+    dtype = raw.get("dtype", "float32")
+    if dtype not in DTYPES:
+        raise where.error("dtype", f"expected one of {DTYPES}, got {dtype!r}")
+    seed = _integer(raw.get("seed", 0), "seed", where, minimum=0)
+
+    task = _table(raw, "task", where)
+    task = family.validate_task(task, lambda key, msg: where.error(f"task.{key}", msg))
+
+    axes_raw = _table(raw, "axes", where)
+    _reject_unknown(axes_raw, tuple(family.axes) + ("seed",), "axes", where)
+    axes = {}
+    for axis in tuple(family.axes) + ("seed",):
+        if axis not in axes_raw:
+            if axis == "seed":
+                continue
+            raise where.error(f"axes.{axis}", f"missing; model {model_name!r} sweeps {', '.join(family.axes)}")
+        axes[axis] = _axis_values(axes_raw[axis], axis, dtype, where)
+
+    record = _record(_table(raw, "record", where, required=False), steps, where)
+    stop = _stop(_table(raw, "stop", where, required=False), where)
+    return Sweep(name, model_name, steps, dtype, seed, task, axes, record, stop, source=source)
+
+
+def _reject_unknown(table: Mapping, allowed: Sequence[str], prefix: str, where: _Where) -> None:
+    for key in table:
+        if key not in allowed:
+            full = f"{prefix}.{key}" if prefix else key
+            raise where.error(full, f"unknown key; expected one of: {', '.join(allowed)}")
+
+
+def _required(raw: Mapping, key: str, where: _Where) -> Any:
+    if key not in raw:
+        raise where.error(key, "missing (required)")
+    return raw[key]
+
+
+def _table(raw: Mapping, key: str, where: _Where, required: bool = True) -> dict:
+    if key not in raw:
+        if required:
+            raise where.error(key, "missing table (required)")
+        return {}
+    value = raw[key]
+    if not isinstance(value, dict):
+        raise where.error(key, f"expected a table, got {value!r}")
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _integer(value: Any, key: str, where: _Where, minimum: int, required: bool = False) -> int:
+    if value is None and required:
+        raise where.error(key, "missing (required)")
+    if not _is_int(value) or value < minimum:
+        raise where.error(key, f"expected an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _number(value: Any, key: str, where: _Where, low: float, low_open: bool = True) -> float:
+    ok = _is_number(value) and math.isfinite(value) and (value > low if low_open else value >= low)
+    if not ok:
+        bound = f"> {low:g}" if low_open else f">= {low:g}"
+        raise where.error(key, f"expected a finite number {bound}, got {value!r}")
+    return float(value)
+
+
+def _axis_values(value: Any, axis: str, dtype: str, where: _Where) -> np.ndarray:
+    key = f"axes.{axis}"
+    if isinstance(value, dict):
+        values = _axis_range(value, key, where)
+    elif isinstance(value, list):
+        values = value
+    elif _is_number(value):
+        values = [value]
+    else:
+        raise where.error(key, "expected a list, a number, or {logspace = [a, b], num = n} / {linspace = [a, b], num = n}"
+                          f", got {value!r}")
+    if len(values) == 0:
+        raise where.error(key, "empty axis: give at least one value")
+    for i, v in enumerate(values):
+        if not _is_number(v) or not math.isfinite(v):
+            raise where.error(key, f"expected finite numbers, got {v!r} (entry {i})")
+    return _check_axis(axis, np.asarray(values), key, dtype, where)
+
+
+def _axis_range(table: dict, key: str, where: _Where) -> list[float]:
+    kinds = [k for k in ("logspace", "linspace") if k in table]
+    unknown = [k for k in table if k not in ("logspace", "linspace", "num")]
+    if len(kinds) != 1 or unknown:
+        raise where.error(key, f"expected {{logspace = [a, b], num = n}} or {{linspace = [a, b], num = n}}, got {table!r}")
+    kind = kinds[0]
+    bounds = table[kind]
+    if not (isinstance(bounds, list) and len(bounds) == 2 and all(_is_number(b) and math.isfinite(b) for b in bounds)):
+        raise where.error(f"{key}.{kind}", f"expected two finite numbers [a, b], got {bounds!r}")
+    num = table.get("num")
+    if not _is_int(num) or num < 1:
+        raise where.error(f"{key}.num", f"expected an integer >= 1, got {num!r}")
+    if kind == "logspace":
+        return np.logspace(bounds[0], bounds[1], num).tolist()
+    return np.linspace(bounds[0], bounds[1], num).tolist()
+
+
+def _check_axis(axis: str, values: np.ndarray, key: str, dtype: str, where: _Where) -> np.ndarray:
+    if axis in ("depth", "seed"):
+        minimum = 1 if axis == "depth" else 0
+        bad = [v for v in values.tolist() if float(v) != int(v) or v < minimum]
+        if bad:
+            raise where.error(key, f"expected integers >= {minimum}, got {bad[0]!r}")
+        return values.astype(np.int64)
+    values = values.astype(np.float64)
+    if axis == "sigma0":
+        if (values <= 0).any():
+            raise where.error(key, f"expected sigma0 > 0, got {values[values <= 0][0]!r}")
+        tiny = np.finfo(dtype).tiny
+        if (values < tiny).any():
+            raise where.error(key, f"sigma0 = {values[values < tiny][0]:g} underflows {dtype} "
+                                   f"(smallest normal {tiny:g}); use dtype = \"float64\" or a larger sigma0")
+    elif axis == "lr" and (values <= 0).any():
+        raise where.error(key, f"expected lr > 0, got {values[values <= 0][0]!r}")
+    return values
+
+
+def _record(table: dict, steps: int, where: _Where) -> Record:
+    _reject_unknown(table, ("schedule", "points", "levels"), "record", where)
+    default = Record()
+    schedule = table.get("schedule", default.schedule)
+    if schedule not in SCHEDULES:
+        raise where.error("record.schedule", f"expected one of {SCHEDULES}, got {schedule!r}")
+    points = _integer(table.get("points", default.points), "record.points", where, minimum=2)
+    if points > MAX_RECORD_POINTS:
+        raise where.error("record.points", f"expected at most {MAX_RECORD_POINTS} record points, got {points}")
+    levels = table.get("levels", list(default.levels))
+    if not isinstance(levels, list) or not levels:
+        raise where.error("record.levels", f"expected a non-empty list of levels in (0, 1], got {levels!r}")
+    for level in levels:
+        if not _is_number(level) or not 0 < level <= 1:
+            raise where.error("record.levels", f"expected levels in (0, 1], got {level!r}")
+    return Record(schedule, points, tuple(sorted({float(level) for level in levels})))
+
+
+def _stop(table: dict, where: _Where) -> Stop:
+    _reject_unknown(table, ("rel_loss", "blowup", "check_every"), "stop", where)
+    default = Stop()
+    rel_loss = _number(table.get("rel_loss", default.rel_loss), "stop.rel_loss", where, 0.0, low_open=False)
+    blowup = _number(table.get("blowup", default.blowup), "stop.blowup", where, 1.0)
+    check_every = _integer(table.get("check_every", default.check_every), "stop.check_every", where, minimum=1)
+    return Stop(rel_loss, blowup, check_every)
+
+
+def level_name(level: float) -> str:
+    """Column-name form of a hitting level: 100 * level printed with %g (0.05 -> '5')."""
+    return f"{100 * level:g}"
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def dumps_toml(spec: Mapping[str, Any]) -> str:
+    """Write a resolved spec (scalars, lists, one level of tables) as TOML."""
+    scalars = [f"{k} = {_toml_value(v)}" for k, v in spec.items() if not isinstance(v, dict)]
+    tables = [
+        f"\n[{k}]\n" + "\n".join(f"{kk} = {_toml_value(vv)}" for kk, vv in v.items())
+        for k, v in spec.items()
+        if isinstance(v, dict)
+    ]
+    return "\n".join(scalars) + "\n" + "\n".join(tables) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")

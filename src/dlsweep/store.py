@@ -1,0 +1,209 @@
+"""The dataset on disk.
+
+    DIR/sweep.toml                 the resolved spec
+    DIR/manifest.json              spec hash, versions, backend, devices, chunk plan and status
+    DIR/runs/part-NNNNN.parquet    one row per trajectory (chunk NNNNN)
+    DIR/trajectories/part-NNNNN.parquet   one row per (run_id, recorded step)
+
+Every file is written under a temporary dot-name and renamed into place, so a killed run leaves
+only whole files, and readers (which skip dot-files) never see a partial one. A chunk is finished
+when its `runs` part exists; it is written last. One writer at a time holds `DIR/.lock`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dlsweep import __version__
+from dlsweep.spec import Sweep, level_name
+
+RUNS, TRAJECTORIES = "runs", "trajectories"
+MANIFEST, SPEC_FILE, LOCK = "manifest.json", "sweep.toml", ".lock"
+
+
+class StoreError(RuntimeError):
+    """A dataset folder that cannot be written or read as asked; the message says why and what to do."""
+
+
+def part_name(chunk_index: int) -> str:
+    return f"part-{chunk_index:05d}.parquet"
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _atomic_write_parquet(path: Path, frame: pd.DataFrame) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def locked(folder: Path):
+    """Hold the folder's writer lock; a second writer is refused, not interleaved. The lock is
+    the kernel's (flock), so it goes away with a killed process."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fh = open(folder / LOCK, "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        raise StoreError(f"{folder} is being written by {holder}; wait for it to finish "
+                         "(a second `dlsweep run` on the same folder is refused)") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"dlsweep run pid {os.getpid()} on {platform.node()}")
+    fh.flush()
+    try:
+        yield
+    finally:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+
+
+def read_manifest(folder: Path) -> dict | None:
+    path = Path(folder) / MANIFEST
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def write_manifest(folder: Path, manifest: dict) -> None:
+    manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    _atomic_write_bytes(Path(folder) / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+
+
+def new_manifest(sweep: Sweep, n_runs: int, chunk_size: int, n_chunks: int) -> dict:
+    import jax
+    import jaxlib
+
+    return {
+        "name": sweep.name,
+        "model": sweep.model,
+        "spec_hash": sweep.spec_hash(),
+        "n_runs": n_runs,
+        "chunk_size": chunk_size,
+        "n_chunks": n_chunks,
+        "versions": {"dlsweep": __version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+                     "numpy": np.__version__, "python": platform.python_version()},
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "chunks": {},
+    }
+
+
+def prepare(folder: Path, sweep: Sweep, overwrite: bool) -> dict | None:
+    """Check an existing folder against `sweep` (call with the lock held).
+
+    Returns the existing manifest to resume from, or None for a fresh folder; refuses a folder
+    that holds a different sweep unless `overwrite`, which empties it."""
+    manifest = read_manifest(folder)
+    if overwrite:
+        for child in folder.iterdir():
+            if child.name == LOCK:
+                continue
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+        return None
+    if manifest is None:
+        leftovers = [c.name for c in folder.iterdir() if c.name != LOCK and not c.name.startswith(".")]
+        if leftovers:
+            raise StoreError(f"{folder} is not empty and has no {MANIFEST} ({', '.join(sorted(leftovers)[:3])} ...); "
+                             "choose another --out or pass --overwrite")
+        return None
+    if manifest.get("spec_hash") != sweep.spec_hash():
+        raise StoreError(f"{folder} holds a different sweep (spec hash {manifest.get('spec_hash')} there, "
+                         f"{sweep.spec_hash()} now); pass --overwrite to start over or --out for a new folder")
+    return manifest
+
+
+def start(folder: Path, sweep: Sweep, manifest: dict) -> None:
+    """Write the resolved spec and the manifest of a fresh run."""
+    for sub in (RUNS, TRAJECTORIES):
+        (folder / sub).mkdir(exist_ok=True)
+    _atomic_write_bytes(folder / SPEC_FILE, sweep.to_toml().encode())
+    write_manifest(folder, manifest)
+
+
+def finished_chunks(folder: Path) -> set[int]:
+    """Chunks whose `runs` part exists (the part written last)."""
+    runs = Path(folder) / RUNS
+    if not runs.is_dir():
+        return set()
+    return {int(p.name[5:10]) for p in runs.glob("part-*.parquet")}
+
+
+def write_chunk(folder: Path, chunk_index: int, runs: pd.DataFrame, trajectories: pd.DataFrame) -> None:
+    """Trajectories first, then runs: a chunk counts as finished only once both exist."""
+    _atomic_write_parquet(folder / TRAJECTORIES / part_name(chunk_index), trajectories)
+    _atomic_write_parquet(folder / RUNS / part_name(chunk_index), runs)
+
+
+def hit_columns(n_values: int, levels) -> list[str]:
+    """`hit_<i>_<pct>` for value i and level L (pct = 100 L with %g), value-major."""
+    return [f"hit_{i}_{level_name(level)}" for i in range(n_values) for level in levels]
+
+
+def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], summary: dict,
+                 records: tuple[np.ndarray, np.ndarray], record_steps: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The tidy tables of one chunk: one row per trajectory, one per (trajectory, recorded step)
+    actually reached (steps after a trajectory stopped are not rows)."""
+    n, n_values = len(run_ids), summary["hit"].shape[1]
+    runs = {"run_id": run_ids.astype(np.int64)}
+    runs.update({name: values for name, values in hps.items()})
+    runs["final_loss"] = summary["final_loss"].astype(np.float64)
+    runs["diverged"] = summary["diverged"].astype(bool)
+    runs["converged"] = summary["converged"].astype(bool)
+    runs["steps_run"] = summary["steps_run"].astype(np.int64)
+    hits = summary["hit"].reshape(n, -1).astype(np.int64)
+    for column, values in zip(hit_columns(n_values, sweep.record.levels), hits.T):
+        runs[column] = values
+
+    loss, sigma = records
+    steps = np.asarray(record_steps, np.int64)
+    reached = runs["steps_run"][:, None] >= steps[None, :]           # (B, R)
+    b_idx, r_idx = np.nonzero(reached)                               # row-major: by run, then step
+    trajectories = {"run_id": runs["run_id"][b_idx], "step": steps[r_idx],
+                    "loss": loss[r_idx, b_idx].astype(np.float64)}
+    for i in range(n_values):
+        trajectories[f"sigma_{i}"] = sigma[r_idx, b_idx, i].astype(np.float64)
+    return pd.DataFrame(runs), pd.DataFrame(trajectories)
+
+
+def load(folder: str | Path) -> pd.DataFrame:
+    """The runs table of a dataset (finished chunks), sorted by run_id, with tidy dtypes."""
+    frame = _read_parts(Path(folder), RUNS)
+    ints = [c for c in frame.columns if c in ("run_id", "depth", "seed", "steps_run") or c.startswith("hit_")]
+    frame = frame.astype({c: "int64" for c in ints} | {c: "bool" for c in ("diverged", "converged") if c in frame})
+    return frame.sort_values("run_id", ignore_index=True)
+
+
+def load_trajectories(folder: str | Path) -> pd.DataFrame:
+    """The trajectories table (one row per run and recorded step), sorted by run_id and step."""
+    frame = _read_parts(Path(folder), TRAJECTORIES)
+    return frame.sort_values(["run_id", "step"], ignore_index=True)
+
+
+def _read_parts(folder: Path, table: str) -> pd.DataFrame:
+    path = folder / table
+    if not path.is_dir() or not any(path.glob("part-*.parquet")):
+        raise StoreError(f"{folder}: no finished chunks in {table}/ (is this a dlsweep run folder?)")
+    return pd.read_parquet(path)
