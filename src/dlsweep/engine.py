@@ -34,7 +34,7 @@ STEP_DTYPE = jnp.int32
 def record_steps(schedule: str, points: int, steps: int) -> np.ndarray:
     """Recorded steps: 0 and `steps` always, `points` in all at most, log- or linearly spaced
     (log: geometric from step 1, so early dynamics are resolved; duplicates after rounding dropped)."""
-    if schedule == "linear":
+    if schedule == "linear" or points == 2:
         grid = np.linspace(0, steps, points)
     else:
         grid = np.concatenate([[0.0], np.geomspace(1, steps, points - 1)])

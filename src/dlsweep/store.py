@@ -165,7 +165,7 @@ def hit_columns(n_values: int, levels) -> list[str]:
 def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], summary: dict,
                  records: tuple[np.ndarray, np.ndarray], record_steps: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tidy tables of one chunk: one row per trajectory, one per (trajectory, recorded step)
-    actually reached (steps after a trajectory stopped are not rows)."""
+    up to the step where the trajectory stopped, that step included."""
     n, n_values = len(run_ids), summary["hit"].shape[1]
     runs = {"run_id": run_ids.astype(np.int64)}
     runs.update({name: values for name, values in hps.items()})
@@ -179,9 +179,13 @@ def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], 
 
     loss, sigma = records
     steps = np.asarray(record_steps, np.int64)
-    reached = runs["steps_run"][:, None] >= steps[None, :]           # (B, R)
-    b_idx, r_idx = np.nonzero(reached)                               # row-major: by run, then step
-    trajectories = {"run_id": runs["run_id"][b_idx], "step": steps[r_idx],
+    # A trajectory that stopped at steps_run is frozen: the first record after its stop holds its
+    # state at steps_run and is shown at that step; the (identical) records after it are dropped.
+    previous = np.concatenate([[-1], steps[:-1]])
+    shown = runs["steps_run"][:, None] > previous[None, :]           # (B, R)
+    b_idx, r_idx = np.nonzero(shown)                                 # row-major: by run, then step
+    trajectories = {"run_id": runs["run_id"][b_idx],
+                    "step": np.minimum(steps[r_idx], runs["steps_run"][b_idx]),
                     "loss": loss[r_idx, b_idx].astype(np.float64)}
     for i in range(n_values):
         trajectories[f"sigma_{i}"] = sigma[r_idx, b_idx, i].astype(np.float64)

@@ -1,0 +1,14 @@
+"""Benchmarks of dlsweep against the ways the toy-model sweep is usually run.
+
+Run from the repository root, pinned to one core:
+
+    taskset -c 0 python -m benchmarks            # full: 100k trajectories x 10k steps
+    taskset -c 0 python -m benchmarks --quick    # small sizes, < 1 minute
+    taskset -c 0 python -m benchmarks --write    # also write benchmarks/RESULTS.md
+
+Modules:
+    common     timing (wall + process CPU), the toy problem's constants, machine information
+    toy        dlsweep end-to-end through `dlsweep.api.run`
+    baselines  per-run NumPy f64, per-run jitted JAX, batched NumPy f32, and the fused-kernel ceiling
+    report     the Markdown table
+"""

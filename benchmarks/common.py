@@ -1,0 +1,141 @@
+"""Shared pieces: the toy problem, a wall + CPU timer, machine information."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import os
+import platform
+import shlex
+import sys
+import time
+
+import numpy as np
+
+SIGMA_STAR = (12.0, 6.0, 4.0, 3.0)
+LEVELS = (0.05, 0.5, 0.95)        # dlsweep's default hitting levels
+DEPTHS = (1, 2, 3, 4, 5, 6)
+SIGMA0_LOG10 = (-6.0, -1.0)       # log10 range of sigma0; with stop.rel_loss = 0 nothing stops early
+LR = 1e-3
+
+
+@dataclasses.dataclass
+class Timing:
+    wall: float = 0.0
+    cpu: float = 0.0   # process CPU time (all threads), user + system
+
+
+@contextlib.contextmanager
+def timed():
+    """Wall (perf_counter) and process CPU time (process_time) of the block."""
+    t = Timing()
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        yield t
+    finally:
+        t.wall = time.perf_counter() - wall
+        t.cpu = time.process_time() - cpu
+
+
+@dataclasses.dataclass
+class Problem:
+    """The sweep's grid, flattened in dlsweep's order (depth-major, then sigma0, then lr)."""
+
+    n_sigma0: int
+    steps: int
+
+    @property
+    def n(self) -> int:
+        return len(DEPTHS) * self.n_sigma0
+
+    @property
+    def sigma0_values(self) -> np.ndarray:
+        return np.logspace(*SIGMA0_LOG10, self.n_sigma0)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        depth, sigma0 = np.meshgrid(np.asarray(DEPTHS, np.int64), self.sigma0_values, indexing="ij")
+        return {"depth": depth.reshape(-1), "sigma0": sigma0.reshape(-1), "lr": np.full(self.n, LR)}
+
+    def sample(self, m: int) -> np.ndarray:
+        """m run ids spread evenly over the grid, so every depth and the sigma0 range are covered."""
+        m = max(1, min(m, self.n))
+        return np.unique(np.rint(np.linspace(0, self.n - 1, m)).astype(np.int64))
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return " ".join(f for f in ("avx2", "fma", "avx512f") if f in flags)
+    except OSError:
+        pass
+    return ""
+
+
+def cache_sizes() -> str:
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    parts = []
+    try:
+        for index in sorted(os.listdir(base)):
+            d = os.path.join(base, index)
+            try:
+                level = open(os.path.join(d, "level")).read().strip()
+                kind = open(os.path.join(d, "type")).read().strip()
+                size = open(os.path.join(d, "size")).read().strip()
+            except OSError:
+                continue
+            if kind == "Instruction":
+                continue
+            parts.append(f"L{level} {size}")
+    except OSError:
+        pass
+    return ", ".join(parts)
+
+
+def machine_info() -> dict[str, str]:
+    import jax
+    import jaxlib
+    import pandas
+
+    affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    try:
+        load = " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        load = "?"
+    return {
+        "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "cpu": cpu_model(),
+        "cpu flags": cpu_flags(),
+        "caches (per core)": cache_sizes(),
+        "cores online": str(os.cpu_count()),
+        "cores this process may use (affinity)": f"{len(affinity)} ({','.join(map(str, affinity))})",
+        "load average at start": load,
+        "python": platform.python_version(),
+        "jax / jaxlib": f"{jax.__version__} / {jaxlib.__version__} ({jax.default_backend()})",
+        "numpy / pandas": f"{np.__version__} / {pandas.__version__}",
+        "command": command_line(),
+    }
+
+
+def command_line() -> str:
+    """The command as it was typed, as near as Python can tell (taskset is not visible from inside,
+    so it is added when the affinity is a single core)."""
+    args = " ".join(shlex.quote(a) for a in sys.argv[1:])
+    cmd = f"python -m benchmarks {args}".strip()
+    if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) == 1:
+        cmd = f"taskset -c {next(iter(os.sched_getaffinity(0)))} {cmd}"
+    return cmd

@@ -1,0 +1,105 @@
+"""Engine properties that hold whatever the model: batching, chunking and early stopping never
+change a trajectory's result; the record schedule is what the spec asks for."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dlsweep import api, engine, spec, store
+from dlsweep.models.toy import integer_power
+
+
+def toy_sweep(**overrides):
+    raw = {"name": "t", "model": "toy", "steps": 1500, "dtype": "float32",
+           "task": {"sigma_star": [12.0, 6.0, 4.0, 3.0]},
+           "axes": {"depth": [1, 2, 3, 6], "sigma0": {"logspace": [-4, -0.5], "num": 9}, "lr": [1e-3, 4e-3]},
+           "record": {"points": 40}}
+    raw.update(overrides)
+    return spec.resolve(raw)
+
+
+def frames(folder):
+    return store.load(folder), store.load_trajectories(folder)
+
+
+@pytest.mark.parametrize("chunk_size", [8, 24, 1000])
+def test_results_do_not_depend_on_chunk_size(tmp_path, chunk_size):
+    """Every trajectory is computed alone (vmap), so cutting the grid differently gives the
+    same bits; the padded last chunk's extra rows are dropped."""
+    sweep = toy_sweep()
+    api.run(sweep, out=tmp_path / "one", chunk_size=72, progress_bar=False)
+    api.run(sweep, out=tmp_path / "other", chunk_size=chunk_size, progress_bar=False)
+    for a, b in zip(frames(tmp_path / "one"), frames(tmp_path / "other")):
+        assert len(a) > 0
+        assert a.equals(b)
+
+
+def test_early_stop_of_a_chunk_does_not_change_results(tmp_path):
+    """A chunk whose trajectories all converge early stops early; the same trajectories inside a
+    chunk that keeps running (one slow trajectory) are frozen at the same step with the same values."""
+    fast = toy_sweep(axes={"depth": [1], "sigma0": [0.1, 0.2], "lr": [1e-2]}, steps=20_000)
+    api.run(fast, out=tmp_path / "fast", progress_bar=False)
+    runs_fast, traj_fast = frames(tmp_path / "fast")
+    assert runs_fast["converged"].all() and (runs_fast["steps_run"] < 20_000).all()
+
+    mixed = toy_sweep(axes={"depth": [1], "sigma0": [0.1, 0.2], "lr": [1e-2, 1e-4]}, steps=20_000)
+    api.run(mixed, out=tmp_path / "mixed", progress_bar=False)
+    runs_mixed, traj_mixed = frames(tmp_path / "mixed")
+    slow = runs_mixed[runs_mixed.lr == 1e-4]
+    assert (slow["steps_run"] > runs_fast["steps_run"].max()).all()
+    same = runs_mixed[runs_mixed.lr == 1e-2].reset_index(drop=True)
+    cols = [c for c in runs_fast.columns if c != "run_id"]
+    assert same[cols].equals(runs_fast[cols])
+    ids = dict(zip(same.run_id, runs_fast.run_id))
+    sub = traj_mixed[traj_mixed.run_id.isin(ids)].assign(run_id=lambda f: f.run_id.map(ids))
+    assert sub.reset_index(drop=True).equals(traj_fast)
+
+
+def test_converged_trajectory_is_frozen_with_rows_up_to_its_stop(tmp_path):
+    sweep = toy_sweep(axes={"depth": [1], "sigma0": [0.1], "lr": [1e-2]}, steps=50_000,
+                      record={"points": 100, "schedule": "linear"})
+    api.run(sweep, out=tmp_path / "r", progress_bar=False)
+    runs, traj = frames(tmp_path / "r")
+    (row,) = runs.itertuples()
+    assert row.converged and not row.diverged
+    # converged: loss <= rel_loss * loss0, checked every check_every steps from each record step
+    rec = engine.record_steps("linear", 100, 50_000)
+    last_record = rec[rec <= row.steps_run][-1]
+    assert row.steps_run == last_record or (row.steps_run - last_record) % sweep.stop.check_every == 0
+    assert row.final_loss <= sweep.stop.rel_loss * traj.loss.iloc[0]
+    assert traj.step.max() == row.steps_run
+    assert traj.loss.iloc[-1] == row.final_loss
+    assert traj.step.is_unique and traj.step.is_monotonic_increasing
+
+
+@pytest.mark.parametrize("schedule", ["log", "linear"])
+@given(points=st.integers(2, 400), steps=st.integers(1, 10**6))
+@settings(max_examples=60, deadline=None)
+def test_record_steps(schedule, points, steps):
+    rec = engine.record_steps(schedule, points, steps)
+    assert rec[0] == 0 and rec[-1] == steps
+    assert np.all(np.diff(rec) > 0)
+    assert len(rec) <= points
+    if steps >= 10 * points:
+        assert len(rec) >= points // 2
+
+
+@given(w=st.floats(0.01, 3.0), n=st.integers(1, 9))
+@settings(max_examples=80, deadline=None)
+def test_integer_power_and_its_derivative(w, n):
+    """w**n by masked multiplies equals the float64 power, and d/dw w**n = n w**(n-1)."""
+    with jax.enable_x64(True):
+        value, slope = jax.value_and_grad(lambda x: integer_power(x, jnp.int32(n), 9))(jnp.float64(w))
+        assert float(value) == pytest.approx(w**n, rel=1e-14)
+        assert float(slope) == pytest.approx(n * w ** (n - 1), rel=1e-14)
+
+
+def test_trajectory_steps_reported(tmp_path):
+    sweep = toy_sweep(stop={"rel_loss": 0.0})
+    report = api.run(sweep, out=tmp_path / "r", progress_bar=False)
+    assert report.traj_steps == report.n_runs * sweep.steps
+    assert report.chunks_run >= 1 and report.chunks_missing == 0
+    assert report.traj_steps_per_second > 0
