@@ -86,7 +86,8 @@ def toy_gd(sigma_star, depth, sigma0, lr, steps, record_steps, levels) -> Refere
                 sigma_rec[:, where, :] = sigma[:, None, :]
             if t < steps:
                 w = w + (eta / n) * w ** (n - 1) * (s_star - sigma)        # eq. 9
-    loss = toy_loss(sigma_rec, s_star[0], depth[:, None])
+    with np.errstate(over="ignore", invalid="ignore"):
+        loss = toy_loss(sigma_rec, s_star[0], depth[:, None])
     return Reference(sigma_rec, loss, hit, margin)
 
 
@@ -135,3 +136,38 @@ def sigma_gf_ode(t, sigma_star, sigma0, depth, rtol=1e-12, atol=1e-14):
 
     sol = solve_ivp(rhs, (0.0, float(t[-1])), [float(sigma0)], method="DOP853", t_eval=t, rtol=rtol, atol=atol)
     return sol.y[0]
+
+
+# ----------------------------------------------------------------------------- GD against GF
+
+
+def sigma_gd_n1(k, sigma_star, sigma0, lr):
+    """Exact GD iterate at N = 1: eq. 9 is then linear, w <- w + eta (s* - w), so
+    sigma(k) = s* + (sigma0 - s*) (1 - eta)^k (derived here from Gissin et al. 2020 eq. 9).
+    Against Theorem 1 (N = 1) at t = eta k: (1 - eta)^k = e^(-t) e^(-x) with
+    0 <= x = -k (ln(1 - eta) + eta) <= k eta^2 / (2 (1 - eta)), so
+    |sigma_GD - sigma_GF| = |sigma0 - s*| e^(-t) (1 - e^(-x)) <= |sigma0 - s*| t e^(-t) eta / (2 (1 - eta))
+                         <= |sigma0 - s*| eta / (2 e (1 - eta))."""
+    k, s, s0, eta = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (k, sigma_star, sigma0, lr)))
+    return s + (s0 - s) * (1.0 - eta) ** k
+
+
+def gd_gf_n2_first_order(t, sigma_star, sigma0, lr):
+    """First-order (in h = eta s*) relative gap ln(sigma_GD(k) / sigma_GF(eta k)) at N = 2.
+
+    Derived here, not in the paper. With x = sigma / s*, tau = s* t, eq. 9 at N = 2 reads
+    x(k+1) = x(k) (1 + (h/2)(1 - x))^2, so one GD step adds h(1-x) - (h^2/4)(1-x)^2 + O(h^3) to
+    ln x, while the logistic flow of Theorem 1 adds h(1-x) - (h^2/2) x(1-x) + O(h^3): a local
+    error (h^2/4)(1-x)(3x-1) in ln x. Errors in ln x decay at rate x (d ln(1-x)/d tau = -x), so
+    summing the local errors (h of them per unit tau) gives
+
+        e(tau) = (h/4) (1 - x) (3 ln((1 - x0)/(1 - x)) - tau) + O(h^2)
+               = (h/4) (1 - x) (2 tau + 3 ln((1 - x0) e^(-tau) + x0)) + O(h^2)   (no 0 * inf at x -> 1)
+
+    and |e| <= (h/4)(ln(s*/sigma0) + 2) for sigma0 < s*: tau (1-x) <= ln(1/x0) + 1 and
+    (1-x) ln(1/(1-x)) <= 1/e.
+    """
+    t, s, s0, eta = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (t, sigma_star, sigma0, lr)))
+    h, tau, x0 = eta * s, s * t, s0 / s
+    one_minus_x = (1.0 - x0) * np.exp(-tau) / ((1.0 - x0) * np.exp(-tau) + x0)
+    return (h / 4.0) * one_minus_x * (2.0 * tau + 3.0 * np.log((1.0 - x0) * np.exp(-tau) + x0))

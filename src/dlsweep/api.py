@@ -57,8 +57,9 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     different sweep is refused unless `overwrite`. `max_chunks` stops after that many chunks
     (the rest is filled by a later call)."""
     sweep = spec if isinstance(spec, Sweep) else spec_module.load(spec, overrides)
-    if chunk_size is not None and chunk_size < 1:
-        raise spec_module.SpecError(f"--chunk-size: expected an integer >= 1, got {chunk_size}")
+    for flag, value in (("--chunk-size", chunk_size), ("--max-chunks", max_chunks)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise spec_module.SpecError(f"{flag}: expected an integer >= 1, got {value!r}")
     _use_dtype(sweep.dtype)
     folder = Path(out) if out is not None else default_folder(sweep)
     program = engine.Program.from_sweep(sweep, models.FAMILIES[sweep.model].build(sweep))
@@ -71,10 +72,13 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
         if manifest is None:
             size = chunk_size or grid.chunk_size_for(flat.size, engine.bytes_per_trajectory(program, hp_names, task))
             manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size)))
-            store.start(folder, sweep, manifest)
+        store.start(folder, sweep, manifest)
         size = manifest["chunk_size"]
         plan = grid.chunks(flat.size, size)
         finished = store.finished_chunks(folder)
+        for chunk in plan:      # chunks written by a run stopped before it updated the manifest
+            if chunk.index in finished and str(chunk.index) not in manifest["chunks"]:
+                manifest["chunks"][str(chunk.index)] = {"runs": [chunk.start, chunk.stop], "recovered": True}
         todo = [c for c in plan if c.index not in finished]
         if max_chunks is not None:
             todo = todo[:max_chunks]
@@ -115,18 +119,18 @@ def show(folder: str | Path) -> dict:
     if manifest is None:
         raise store.StoreError(f"{folder}: no {store.MANIFEST}; not a dlsweep run folder")
     finished = store.finished_chunks(folder)
-    missing = sorted(set(range(manifest["n_chunks"])) - finished)
+    plan = grid.chunks(manifest["n_runs"], manifest["chunk_size"])
+    missing = [c.index for c in plan if c.index not in finished]
     summary = {
         "folder": str(folder),
         "name": manifest["name"],
         "model": manifest["model"],
         "spec_hash": manifest["spec_hash"],
-        "runs": f"{sum(c['runs'][1] - c['runs'][0] for k, c in manifest['chunks'].items() if int(k) in finished)}"
-                f" of {manifest['n_runs']}",
+        "runs": f"{sum(c.stop - c.start for c in plan if c.index in finished)} of {manifest['n_runs']}",
         "chunks": f"{len(finished)} of {manifest['n_chunks']} finished (chunk size {manifest['chunk_size']})",
         "missing_chunks": missing,
-        "backend": f"{manifest['backend']} {manifest['devices']}",
-        "versions": manifest["versions"],
+        "backend": f"{manifest.get('backend')} {manifest.get('devices')}",
+        "versions": manifest.get("versions"),
         "updated": manifest.get("updated"),
     }
     if finished:

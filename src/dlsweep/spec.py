@@ -22,6 +22,9 @@ from dlsweep import models
 DTYPES = ("float32", "float64")
 SCHEDULES = ("log", "linear")
 MAX_RECORD_POINTS = 1000
+MAX_STEPS = 2**31 - 2
+MAX_DEPTH = 1024           # depth is unrolled as masked multiplies up to the grid's largest depth
+INT_AXIS_RANGE = {"depth": (1, MAX_DEPTH), "seed": (0, 2**31 - 1)}
 TOP_LEVEL_KEYS = ("name", "model", "steps", "dtype", "seed", "task", "axes", "record", "stop")
 
 
@@ -112,7 +115,9 @@ def load(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
     if not path.is_file():
         raise SpecError(f"{path}: no such spec file")
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); save the spec as UTF-8") from None
     except tomllib.TOMLDecodeError as err:
         raise SpecError(f"{path}: not valid TOML: {err}") from None
     overridden = apply_overrides(raw, overrides, path)
@@ -149,7 +154,8 @@ class _Where:
         self.source, self.overridden = source, overridden
 
     def error(self, key: str, message: str) -> SpecError:
-        origin = " (from --set)" if key in self.overridden else ""
+        related = (k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in self.overridden)
+        origin = " (from --set)" if any(related) else ""
         return SpecError(f"{self.source}: key '{key}'{origin}: {message}")
 
 
@@ -162,15 +168,19 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: set[st
     if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
         raise where.error("name", f"expected a non-empty folder name without '/', got {name!r}")
     model_name = _required(raw, "model", where)
-    if model_name not in models.FAMILIES:
+    if not isinstance(model_name, str) or model_name not in models.FAMILIES:
         raise where.error("model", f"unknown model {model_name!r}; known: {', '.join(models.FAMILIES)}")
     family = models.FAMILIES[model_name]
 
     steps = _integer(raw.get("steps", None), "steps", where, minimum=1, required=True)
+    if steps > MAX_STEPS:
+        raise where.error("steps", f"expected at most {MAX_STEPS} (steps are counted in int32), got {steps}")
     dtype = raw.get("dtype", "float32")
     if dtype not in DTYPES:
         raise where.error("dtype", f"expected one of {DTYPES}, got {dtype!r}")
     seed = _integer(raw.get("seed", 0), "seed", where, minimum=0)
+    if seed > INT_AXIS_RANGE["seed"][1]:
+        raise where.error("seed", f"expected an integer in [0, {INT_AXIS_RANGE['seed'][1]}], got {seed}")
 
     task = _table(raw, "task", where)
     task = family.validate_task(task, lambda key, msg: where.error(f"task.{key}", msg))
@@ -275,22 +285,21 @@ def _axis_range(table: dict, key: str, where: _Where) -> list[float]:
 
 
 def _check_axis(axis: str, values: np.ndarray, key: str, dtype: str, where: _Where) -> np.ndarray:
-    if axis in ("depth", "seed"):
-        minimum = 1 if axis == "depth" else 0
-        bad = [v for v in values.tolist() if float(v) != int(v) or v < minimum]
+    if axis in INT_AXIS_RANGE:
+        low, high = INT_AXIS_RANGE[axis]
+        bad = [v for v in values.tolist() if not (low <= v <= high and float(v) == int(v))]
         if bad:
-            raise where.error(key, f"expected integers >= {minimum}, got {bad[0]!r}")
+            raise where.error(key, f"expected integers >= {low} and <= {high}, got {bad[0]!r}")
         return values.astype(np.int64)
     values = values.astype(np.float64)
-    if axis == "sigma0":
-        if (values <= 0).any():
-            raise where.error(key, f"expected sigma0 > 0, got {values[values <= 0][0]!r}")
-        tiny = np.finfo(dtype).tiny
-        if (values < tiny).any():
-            raise where.error(key, f"sigma0 = {values[values < tiny][0]:g} underflows {dtype} "
-                                   f"(smallest normal {tiny:g}); use dtype = \"float64\" or a larger sigma0")
-    elif axis == "lr" and (values <= 0).any():
-        raise where.error(key, f"expected lr > 0, got {values[values <= 0][0]!r}")
+    if (values <= 0).any():
+        raise where.error(key, f"expected {axis} > 0, got {float(values[values <= 0][0])!r}")
+    info = np.finfo(dtype)
+    if (values < info.tiny).any():
+        raise where.error(key, f"{axis} = {float(values[values < info.tiny][0]):g} underflows {dtype} "
+                               f"(smallest normal {info.tiny:g}); use dtype = \"float64\" or a larger {axis}")
+    if (values > info.max).any():
+        raise where.error(key, f"{axis} = {float(values[values > info.max][0]):g} overflows {dtype} (largest {info.max:g})")
     return values
 
 
@@ -309,7 +318,12 @@ def _record(table: dict, steps: int, where: _Where) -> Record:
     for level in levels:
         if not _is_number(level) or not 0 < level <= 1:
             raise where.error("record.levels", f"expected levels in (0, 1], got {level!r}")
-    return Record(schedule, points, tuple(sorted({float(level) for level in levels})))
+    levels = tuple(sorted({float(level) for level in levels}))
+    for a, b in zip(levels, levels[1:]):
+        if level_name(a) == level_name(b):
+            raise where.error("record.levels", f"levels {a!r} and {b!r} would share the column name "
+                                               f"hit_<i>_{level_name(a)}; make them differ in 6 significant digits")
+    return Record(schedule, points, levels)
 
 
 def _stop(table: dict, where: _Where) -> Stop:
@@ -346,7 +360,7 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {value!r} as TOML")

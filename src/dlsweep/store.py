@@ -29,6 +29,7 @@ from dlsweep.spec import Sweep, level_name
 
 RUNS, TRAJECTORIES = "runs", "trajectories"
 MANIFEST, SPEC_FILE, LOCK = "manifest.json", "sweep.toml", ".lock"
+MANIFEST_KEYS = ("name", "model", "spec_hash", "n_runs", "chunk_size", "n_chunks", "chunks")
 
 
 class StoreError(RuntimeError):
@@ -58,8 +59,11 @@ def _atomic_write_parquet(path: Path, frame: pd.DataFrame) -> None:
 def locked(folder: Path):
     """Hold the folder's writer lock; a second writer is refused, not interleaved. The lock is
     the kernel's (flock), so it goes away with a killed process."""
-    folder.mkdir(parents=True, exist_ok=True)
-    fh = open(folder / LOCK, "a+")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fh = open(folder / LOCK, "a+")
+    except OSError as err:
+        raise StoreError(f"{folder}: cannot be used as a run folder ({err.strerror}); choose another --out") from None
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -83,7 +87,14 @@ def read_manifest(folder: Path) -> dict | None:
     path = Path(folder) / MANIFEST
     if not path.exists():
         return None
-    return json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise StoreError(f"{path} is damaged ({err}); pass --overwrite to start the run over") from None
+    missing = [key for key in MANIFEST_KEYS if key not in manifest]
+    if missing:
+        raise StoreError(f"{path} is damaged (no {', '.join(missing)}); pass --overwrite to start the run over")
+    return manifest
 
 
 def write_manifest(folder: Path, manifest: dict) -> None:
@@ -129,18 +140,21 @@ def prepare(folder: Path, sweep: Sweep, overwrite: bool) -> dict | None:
             raise StoreError(f"{folder} is not empty and has no {MANIFEST} ({', '.join(sorted(leftovers)[:3])} ...); "
                              "choose another --out or pass --overwrite")
         return None
-    if manifest.get("spec_hash") != sweep.spec_hash():
-        raise StoreError(f"{folder} holds a different sweep (spec hash {manifest.get('spec_hash')} there, "
+    if manifest["spec_hash"] != sweep.spec_hash():
+        raise StoreError(f"{folder} holds a different sweep (spec hash {manifest['spec_hash']} there, "
                          f"{sweep.spec_hash()} now); pass --overwrite to start over or --out for a new folder")
+    for stale in folder.glob("**/.*.tmp-*"):      # temporaries of a killed writer
+        stale.unlink()
     return manifest
 
 
 def start(folder: Path, sweep: Sweep, manifest: dict) -> None:
-    """Write the resolved spec and the manifest of a fresh run."""
+    """Lay out a run folder: the manifest first (it makes the folder resumable), then the resolved
+    spec and the part folders. Idempotent, so a resume repairs a start that was cut short."""
+    write_manifest(folder, manifest)
+    _atomic_write_bytes(folder / SPEC_FILE, sweep.to_toml().encode())
     for sub in (RUNS, TRAJECTORIES):
         (folder / sub).mkdir(exist_ok=True)
-    _atomic_write_bytes(folder / SPEC_FILE, sweep.to_toml().encode())
-    write_manifest(folder, manifest)
 
 
 def finished_chunks(folder: Path) -> set[int]:
@@ -201,13 +215,17 @@ def load(folder: str | Path) -> pd.DataFrame:
 
 
 def load_trajectories(folder: str | Path) -> pd.DataFrame:
-    """The trajectories table (one row per run and recorded step), sorted by run_id and step."""
-    frame = _read_parts(Path(folder), TRAJECTORIES)
+    """The trajectories table (one row per run and recorded step) of finished chunks, sorted by
+    run_id and step."""
+    finished = [Path(folder) / TRAJECTORIES / part_name(i) for i in sorted(finished_chunks(folder))]
+    frame = _read_parts(Path(folder), TRAJECTORIES, [p for p in finished if p.exists()])
     return frame.sort_values(["run_id", "step"], ignore_index=True)
 
 
-def _read_parts(folder: Path, table: str) -> pd.DataFrame:
+def _read_parts(folder: Path, table: str, parts: list[Path] | None = None) -> pd.DataFrame:
     path = folder / table
-    if not path.is_dir() or not any(path.glob("part-*.parquet")):
+    if parts is None:
+        parts = sorted(path.glob("part-*.parquet")) if path.is_dir() else []
+    if not parts:
         raise StoreError(f"{folder}: no finished chunks in {table}/ (is this a dlsweep run folder?)")
-    return pd.read_parquet(path)
+    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)

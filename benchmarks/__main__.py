@@ -1,0 +1,215 @@
+"""dlsweep vs. the usual ways of running the toy-model sweep, in one run on one core.
+
+    taskset -c 0 python -m benchmarks [--write]     # 100,002 trajectories x 10,000 steps (~ minutes)
+    taskset -c 0 python -m benchmarks --quick       # small sizes, < 1 minute
+
+See benchmarks/__init__.py and the module docstrings for what each row measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+from benchmarks import baselines, report
+from benchmarks.common import DEPTHS, LEVELS, LR, SIGMA0_LOG10, SIGMA_STAR, Problem, machine_info
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+
+QUICK = {"trajectories": 6_000, "steps": 2_000, "numpy_sample": 6, "jax_sample": 60, "numpy_batch": 3_000,
+         "ceiling_batch": 16_384, "repeats": 3}
+FULL = {"trajectories": 100_000, "steps": 10_000, "numpy_sample": 60, "jax_sample": 1_200, "numpy_batch": 10_000,
+        "ceiling_batch": 16_384, "repeats": 5}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Toy-model sweep: dlsweep end-to-end vs. per-run NumPy, per-run jitted JAX, batched NumPy, "
+                    "and a fused-kernel ceiling. Run it pinned to one core: taskset -c 0 python -m benchmarks")
+    p.add_argument("--quick", action="store_true", help="small sizes (< 1 minute); explicit options still win")
+    p.add_argument("--trajectories", "-n", type=int, help="trajectories in the dlsweep sweep, rounded up to a "
+                   f"multiple of {len(DEPTHS)} (depths x sigma0) [100000 -> 100002; quick 6000]")
+    p.add_argument("--steps", type=int, help="GD steps per trajectory [10000; quick 2000]")
+    p.add_argument("--numpy-sample", type=int, help="trajectories timed for the per-run NumPy loop [60; quick 6]")
+    p.add_argument("--numpy-steps", type=int, help="steps per trajectory for the per-run NumPy loop [--steps]")
+    p.add_argument("--jax-sample", type=int, help="trajectories timed for the per-run jitted JAX loop [1200; quick 60]")
+    p.add_argument("--numpy-batch", type=int, help="batch size of the batched NumPy loop [10000; quick 3000]")
+    p.add_argument("--numpy-batch-steps", type=int, help="steps of the batched NumPy loop [--steps]")
+    p.add_argument("--ceiling-batch", type=int, help="trajectories per depth in the ceiling kernel [16384]")
+    p.add_argument("--ceiling-steps", type=int, help="steps of the ceiling kernel [--steps]")
+    p.add_argument("--repeats", type=int, help="repeats of each ceiling kernel, best taken [5; quick 3]")
+    p.add_argument("--unroll", default="1,2", help="fori_loop unroll factors tried for the ceiling kernel, "
+                   "comma-separated; the best is taken [1,2]")
+    p.add_argument("--chunk-size", type=int, default=None, help="dlsweep chunk size [dlsweep's default]")
+    p.add_argument("--workdir", default=None, help="where dlsweep's temporary output folder goes [system temp]")
+    p.add_argument("--write", action="store_true", help="also write the results to benchmarks/RESULTS.md")
+    args = p.parse_args(argv)
+    defaults = QUICK if args.quick else FULL
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    for key in ("numpy_steps", "numpy_batch_steps", "ceiling_steps"):
+        if getattr(args, key) is None:
+            setattr(args, key, args.steps)
+    for key in ("trajectories", "steps", "numpy_sample", "numpy_steps", "jax_sample", "numpy_batch",
+                "numpy_batch_steps", "ceiling_batch", "ceiling_steps", "repeats"):
+        if getattr(args, key) < 1:
+            p.error(f"--{key.replace('_', '-')}: expected an integer >= 1, got {getattr(args, key)}")
+    try:
+        args.unroll = tuple(int(u) for u in args.unroll.split(","))
+    except ValueError:
+        args.unroll = ()
+    if not args.unroll or min(args.unroll) < 1:
+        p.error(f"--unroll: expected comma-separated integers >= 1, e.g. 1,2")
+    return args
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def cross_check(name: str, measured, dl_runs) -> str:
+    from benchmarks.toy import hits_of
+    import numpy as np
+
+    if measured.hits is None:
+        return f"{name}: not compared (ran fewer steps than the sweep)"
+    ours = hits_of(dl_runs, measured.run_ids)
+    diff = np.abs(ours - measured.hits)
+    same = int((diff == 0).sum())
+    never = int(((ours < 0) != (measured.hits < 0)).sum())
+    return (f"{name}: {same} of {diff.size} first-hitting steps identical to dlsweep's "
+            f"(max |difference| {int(diff.max())} steps; hit in one and not the other: {never})")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    info = machine_info()
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if affinity != 1:
+        log(f"warning: this process may use {affinity} cores; for comparable numbers run "
+            "`taskset -c 0 python -m benchmarks ...`")
+    problem = Problem(n_sigma0=math.ceil(args.trajectories / len(DEPTHS)), steps=args.steps)
+    full_traj_steps = problem.n * problem.steps
+    log(f"{problem.n} trajectories x {problem.steps} steps = {full_traj_steps:.3g} traj-steps; "
+        f"cores in affinity: {affinity}")
+
+    from benchmarks import toy
+
+    log("1/5 dlsweep end-to-end (api.run) ...")
+    dl = toy.run_dlsweep(problem, chunk_size=args.chunk_size, workdir=args.workdir)
+    log(f"    compile {dl.compile.wall:.2f} s, run {dl.run.wall:.2f} s, whole {dl.total.wall:.2f} s; checks {dl.checks}")
+    if not dl.checks["steps_run == steps for all"] or dl.checks["diverged"] or dl.checks["converged"]:
+        raise SystemExit(f"dlsweep sweep did not run every trajectory for all steps: {dl.checks}")
+
+    log(f"2/5 per-run NumPy f64, {args.numpy_sample} trajectories x {args.numpy_steps} steps ...")
+    np_run = baselines.per_run_numpy(problem, args.numpy_sample, args.numpy_steps)
+    log(f"    {np_run.timing.wall:.2f} s")
+    log(f"3/5 per-run jitted JAX, {args.jax_sample} trajectories x {args.steps} steps ...")
+    jax_run = baselines.per_run_jax(problem, args.jax_sample, args.steps)
+    log(f"    {jax_run.timing.wall:.2f} s (+ compile {jax_run.compile.wall:.2f} s)")
+    log(f"4/5 batched NumPy f32, batch {args.numpy_batch} x {args.numpy_batch_steps} steps ...")
+    np_batch = baselines.batched_numpy(problem, args.numpy_batch, args.numpy_batch_steps)
+    log(f"    {np_batch.timing.wall:.2f} s")
+    log(f"5/5 ceiling: fused fixed-depth kernel, (4, {args.ceiling_batch}) x {args.ceiling_steps} steps per depth ...")
+    ceil = baselines.ceiling(problem, args.ceiling_batch, args.ceiling_steps, args.repeats, args.unroll)
+    log(f"    {ceil.timing.wall:.2f} s")
+
+    n = problem.n
+    run_row = report.Row("dlsweep: chunk programs (`RunReport.run_seconds`)",
+                         f"all {n:,} x {problem.steps:,}", dl.traj_steps, dl.run.wall, dl.run.cpu, dl.compile.wall)
+    whole_row = report.Row("dlsweep: whole `api.run` call (compile + run + Parquet)",
+                           f"all {n:,} x {problem.steps:,}", dl.traj_steps, dl.total.wall, dl.total.cpu)
+    rows = [
+        run_row,
+        whole_row,
+        report.Row("per-run NumPy loop, f64 (the papers' way)", f"sample {np_run.detail}", np_run.traj_steps,
+                   np_run.timing.wall, np_run.timing.cpu, extrapolated=True),
+        report.Row("per-run jitted JAX `fori_loop`, f32, Python loop over runs", f"sample {jax_run.detail}",
+                   jax_run.traj_steps, jax_run.timing.wall, jax_run.timing.cpu, jax_run.compile.wall, extrapolated=True),
+        report.Row("batched NumPy, f32, grouped by depth", np_batch.detail, np_batch.traj_steps,
+                   np_batch.timing.wall, np_batch.timing.cpu, extrapolated=np_batch.traj_steps < full_traj_steps),
+        report.Row("ceiling: fused fixed-depth JAX kernel, (k, B), no hit tracking",
+                   f"{len(DEPTHS)} depths x (4, {args.ceiling_batch}) x {args.ceiling_steps:,}, best of "
+                   f"{args.repeats} x unroll {'/'.join(map(str, args.unroll))}",
+                   ceil.traj_steps, ceil.timing.wall, ceil.timing.cpu, ceil.compile.wall, extrapolated=True),
+    ]
+    other = dl.total.wall - dl.compile.wall - dl.run.wall
+    fraction = run_row.rate / rows[-1].rate
+    notes = [
+        f"dlsweep's chunk programs reach **{fraction:.1%}** of the ceiling (compute, wall time); "
+        f"{run_row.cpu_rate / rows[-1].cpu_rate:.1%} by CPU time.",
+        f"dlsweep whole call: compile {dl.compile.wall:.2f} s, chunk programs {dl.run.wall:.2f} s, everything else "
+        f"(grid, pandas frames, Parquet writing, manifest) {other:.2f} s; {dl.n_chunks} chunks of {dl.chunk_size}, "
+        f"{dl.record_points} recorded steps per trajectory, {dl.output_bytes / 2**20:.0f} MiB written.",
+        f"Checks: {dl.checks}.",
+        cross_check("per-run NumPy f64", np_run, dl.runs),
+        cross_check("per-run JAX", jax_run, dl.runs),
+        cross_check("batched NumPy f32", np_batch, dl.runs),
+        f"Ceiling detail: {ceil.detail}.",
+    ]
+    md = render(args, info, problem, rows, run_row, whole_row, full_traj_steps, notes)
+    print(md)
+    if args.write:
+        RESULTS.write_text(md)
+        log(f"wrote {RESULTS}")
+    return 0
+
+
+def render(args, info, problem, rows, run_row, whole_row, full_traj_steps, notes) -> str:
+    sizes = ("full" if not args.quick else "quick")
+    return f"""# dlsweep benchmark: toy model of depth
+
+Sweep: {problem.n:,} trajectories ({len(DEPTHS)} depths {DEPTHS[0]}..{DEPTHS[-1]} x {problem.n_sigma0:,} sigma0
+log-spaced 1e{SIGMA0_LOG10[0]:g}..1e{SIGMA0_LOG10[1]:g}) x {problem.steps:,} GD steps, lr {LR:g}, sigma* = {SIGMA_STAR},
+hitting levels {LEVELS}, dlsweep in float32 with `stop.rel_loss = 0` (no early stop; every trajectory runs all
+steps, checked). {full_traj_steps:.3g} trajectory-steps in all. Sizes: {sizes}.
+
+## Machine
+
+{report.info_block(info)}
+
+## Results (one process, one core; rates by wall time unless marked CPU)
+
+{report.table(rows, run_row, whole_row, full_traj_steps)}
+
+"dlsweep run ÷ this" divides dlsweep's compute throughput (first row) by the row's; for the ceiling it is
+the fraction of the machine's limit that dlsweep reaches. "full sweep at this rate" is the time the whole
+sweep would take at the row's throughput (extrapolated from the timed sample where marked).
+
+{chr(10).join(f"- {n}" for n in notes)}
+
+## What each row measures
+
+- **dlsweep: chunk programs** — `dlsweep.api.run` on the sweep (spec dict through `dlsweep.spec.resolve`,
+  `progress_bar=False`, output to a temporary folder); wall time is `RunReport.run_seconds` (compiled
+  `jit(vmap(...))` chunk programs plus copying results to NumPy, summed over chunks), compile time is
+  `RunReport.compile_seconds`; CPU time is measured around the same calls.
+- **dlsweep: whole `api.run` call** — the same call timed from outside: compile, run, building the tables,
+  Parquet writing, manifest.
+- **per-run NumPy loop, f64** — one trajectory at a time, a Python loop over steps on NumPy arrays of
+  size k = 4, `w ** N`, hit check every step; timed on a sample spread over the grid, extrapolated.
+- **per-run jitted JAX** — one `jax.jit`-compiled `fori_loop` per trajectory (depth a traced int32, powers
+  by masked repeated multiply, so it compiles once; compile excluded), called in a Python loop, f32, hit
+  check every step; timed on a sample, extrapolated.
+- **batched NumPy, f32** — a batch of trajectories vectorized in NumPy, grouped by depth (static integer
+  powers by in-place repeated multiply), state (k, B) with the batch on the minor axis, hit check
+  every step.
+- **ceiling** — the same GD arithmetic as one fused elementwise XLA kernel per depth (depth fixed at compile
+  time, `fori_loop` over steps on a (k, B) f32 array, B in the cache-friendly range), no hit tracking,
+  no stop checks, no records; per depth the best over repeats and `fori_loop` unroll factors. Its throughput for the depth mix is the total
+  trajectory-steps over the summed per-depth times.
+
+Every baseline except the ceiling does what dlsweep does per step (GD update and first-hitting steps
+for 3 levels); their first-hitting steps are compared with dlsweep's above. The machine is shared: compare
+rows of one run, and look at the CPU columns when wall and CPU differ.
+"""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Shared fixtures for the spec / store / CLI tests: small sweep specs written as TOML files,
+finished reference datasets (computed once per session), and a runner for the CLI in a fresh
+Python process."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "dlsweep.cli"]
+
+# 12 trajectories, 400 steps: a mix of early-converged and full-length trajectories.
+SMALL = {
+    "name": "small",
+    "model": "toy",
+    "steps": 400,
+    "dtype": "float32",
+    "task": {"sigma_star": [3.0, 1.0]},
+    "axes": {"depth": [1, 2, 3], "sigma0": {"logspace": [-3, -1], "num": 4}, "lr": [5e-2]},
+    "record": {"points": 25},
+}
+SMALL_CHUNK = 4          # -> 3 chunks
+
+# 20 trajectories that never stop early; with chunk size 2 each of the 10 chunks computes for
+# ~0.1 s, so a `dlsweep run` of it lasts a few seconds and can be killed or raced mid-run.
+LONG = {
+    "name": "long",
+    "model": "toy",
+    "steps": 3_000_000,
+    "dtype": "float32",
+    "task": {"sigma_star": [3.0, 1.0]},
+    "axes": {"depth": [1, 2], "sigma0": {"logspace": [-3, -1], "num": 10}, "lr": [1e-5]},
+    "record": {"points": 30},
+}
+LONG_CHUNK = 2           # -> 10 chunks
+
+
+def _value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(value)
+
+
+def toml_text(raw: dict) -> str:
+    """TOML for a raw spec: scalars, then one [table] per dict (nested dicts inline)."""
+    lines = [f"{k} = {_value(v)}" for k, v in raw.items() if not isinstance(v, dict)]
+    for key, table in raw.items():
+        if isinstance(table, dict):
+            lines.append(f"\n[{key}]")
+            lines += [f"{k} = {_value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def merged(base: dict, changes: dict) -> dict:
+    """`base` with `changes` applied; dict values update the table of the same name."""
+    raw = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(raw.get(key), dict):
+            raw[key].update(value)
+        else:
+            raw[key] = value
+    return raw
+
+
+@pytest.fixture
+def write_spec(tmp_path):
+    """write_spec(changes=None, base=SMALL, name="spec.toml", drop=()) -> path of a TOML spec."""
+
+    def write(changes: dict | None = None, base: dict = SMALL, name: str = "spec.toml", drop=()) -> Path:
+        raw = merged(base, changes or {})
+        for key in drop:
+            table, _, sub = key.partition(".")
+            if sub:
+                del raw[table][sub]
+            else:
+                del raw[table]
+        path = tmp_path / name
+        path.write_text(toml_text(raw))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def run_cli():
+    """run_cli(*args, cwd=None, timeout=120) -> CompletedProcess of `python -m dlsweep.cli ARGS`."""
+
+    def run(*args, cwd=None, timeout=120):
+        return subprocess.run([*CLI, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def small_spec(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("specs") / "small.toml"
+    path.write_text(toml_text(SMALL))
+    return path
+
+
+@pytest.fixture(scope="session")
+def long_spec(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("specs") / "long.toml"
+    path.write_text(toml_text(LONG))
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_dataset(tmp_path_factory, small_spec) -> Path:
+    """A finished, uninterrupted run of SMALL (chunk size 4). Read-only: copy it before changing it."""
+    from dlsweep import api
+
+    folder = tmp_path_factory.mktemp("small") / "data"
+    api.run(small_spec, out=folder, chunk_size=SMALL_CHUNK, progress_bar=False)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def long_reference(tmp_path_factory, long_spec):
+    """(runs, trajectories) of an uninterrupted run of LONG (chunk size 2)."""
+    from dlsweep import api, store
+
+    folder = tmp_path_factory.mktemp("long") / "data"
+    api.run(long_spec, out=folder, chunk_size=LONG_CHUNK, progress_bar=False)
+    return store.load(folder), store.load_trajectories(folder)
