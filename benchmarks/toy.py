@@ -1,16 +1,13 @@
 """dlsweep end-to-end on the toy sweep, through `dlsweep.api.run`.
 
-`api.run` reports compile and run wall times itself (`RunReport`). To put process CPU time beside
-them, `engine.compile_chunk` and `engine.CompiledChunk.__call__` are wrapped for the duration of the
-call (nothing under src/ is changed; the wrappers only read clocks and are removed afterwards).
-`run` time is what `RunReport.run_seconds` counts: the compiled chunk program plus copying its
-results to NumPy, summed over chunks. Everything else in the wall time (spec, grid, manifest,
-building the pandas frames, Parquet writing) is `total - compile - run`.
+Two measurements of the same sweep: the compiled chunk programs alone (`engine_compute`: compile
+once, then every chunk with results copied to NumPy, no tables or files), and the whole `api.run`
+call (compile, chunks, pandas tables and Parquet writing, the writing of one chunk overlapped with
+the computing of the next).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import tempfile
@@ -47,7 +44,7 @@ class DlsweepResult:
     n_chunks: int
     record_points: int
     compile: Timing
-    run: Timing              # wall = RunReport.run_seconds; cpu = process CPU inside the chunk calls
+    run: Timing              # the compiled chunk programs alone (engine_compute)
     total: Timing            # the whole api.run call
     report_compile_seconds: float
     output_bytes: int
@@ -55,38 +52,20 @@ class DlsweepResult:
     checks: dict
 
 
-@contextlib.contextmanager
-def _instrumented():
-    """Process CPU time of the compile and of the chunk calls inside api.run."""
-    from dlsweep import api, engine
+def engine_compute(sweep, chunk_size: int | None) -> tuple[Timing, Timing, int, int]:
+    """The compiled chunk programs alone, as `api.run` sets them up: compile once, then every chunk
+    of the grid (dispatch + copy of results to NumPy), with no tables or files."""
+    from dlsweep import api, engine, grid
 
-    acc = {"compile_cpu": 0.0, "run_cpu": 0.0, "run_wall": 0.0}
-    original_compile = engine.compile_chunk
-    original_call = engine.CompiledChunk.__call__
-
-    def compile_chunk(*args, **kwargs):
-        cpu = time.process_time()
-        try:
-            return original_compile(*args, **kwargs)
-        finally:
-            acc["compile_cpu"] += time.process_time() - cpu
-
-    def call(self, *args, **kwargs):
-        cpu, wall = time.process_time(), time.perf_counter()
-        try:
-            return original_call(self, *args, **kwargs)
-        finally:
-            acc["run_cpu"] += time.process_time() - cpu
-            acc["run_wall"] += time.perf_counter() - wall
-
-    engine.compile_chunk = compile_chunk            # api.run looks it up as engine.compile_chunk
-    engine.CompiledChunk.__call__ = call
-    try:
-        yield acc
-    finally:
-        engine.compile_chunk = original_compile
-        engine.CompiledChunk.__call__ = original_call
-        assert api.engine is engine
+    program, flat, task = api.compile_inputs(sweep)
+    size = chunk_size or api.default_chunk_size(program, flat, task)
+    with timed() as compile_time:
+        compiled = engine.compile_chunk(program, size, list(flat.columns), task, sweep.seed)
+    plan = grid.chunks(flat.size, size)
+    with timed() as run_time:
+        for chunk in plan:
+            compiled(np.arange(chunk.start, chunk.stop), flat.rows(chunk.start, chunk.stop), task)
+    return compile_time, run_time, size, len(plan)
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -99,7 +78,8 @@ def run_dlsweep(problem: Problem, chunk_size: int | None = None, workdir: str | 
     sweep = spec.resolve(spec_dict(problem), source="benchmarks.toy")
     with tempfile.TemporaryDirectory(prefix="dlsweep-bench-", dir=workdir) as tmp:
         out = Path(tmp) / sweep.name
-        with _instrumented() as acc, timed() as total:
+        compile_time, run_time, _, _ = engine_compute(sweep, chunk_size)
+        with timed() as total:
             report = api.run(sweep, out=out, chunk_size=chunk_size, progress_bar=False)
         manifest = json.loads((out / store.MANIFEST).read_text())
         runs = store.load(out)
@@ -116,8 +96,8 @@ def run_dlsweep(problem: Problem, chunk_size: int | None = None, workdir: str | 
     return DlsweepResult(
         n_runs=report.n_runs, traj_steps=report.traj_steps, chunk_size=manifest["chunk_size"],
         n_chunks=manifest["n_chunks"], record_points=record_points,
-        compile=Timing(report.compile_seconds, acc["compile_cpu"]),
-        run=Timing(report.run_seconds, acc["run_cpu"]),
+        compile=compile_time,
+        run=run_time,
         total=total, report_compile_seconds=report.compile_seconds, output_bytes=output_bytes,
         runs=runs, checks=checks)
 

@@ -20,7 +20,8 @@ __all__ = ["RunReport", "run", "show", "list_models", "load", "load_trajectories
 
 @dataclasses.dataclass(frozen=True)
 class RunReport:
-    """What one `run` call did."""
+    """What one `run` call did. `run_seconds` is the wall time of the chunk loop: compute, tables
+    and Parquet writing, overlapped (compile time not included)."""
 
     folder: Path
     n_runs: int
@@ -48,6 +49,18 @@ def _use_dtype(dtype: str) -> None:
         jax.config.update("jax_enable_x64", True)
 
 
+def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
+    """The static program, the flat grid and the shared task of a sweep (x64 switched on first
+    for float64 sweeps)."""
+    _use_dtype(sweep.dtype)
+    program = engine.Program.from_sweep(sweep, models.FAMILIES[sweep.model].build(sweep))
+    return program, grid.build(sweep.axes), tasks.make(sweep)
+
+
+def default_chunk_size(program: engine.Program, flat: grid.Grid, task: dict) -> int:
+    return grid.chunk_size_for(flat.size, engine.bytes_per_trajectory(program, list(flat.columns), task))
+
+
 def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
         chunk_size: int | None = None, overwrite: bool = False, progress_bar: bool | None = None,
         max_chunks: int | None = None) -> RunReport:
@@ -60,17 +73,14 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     for flag, value in (("--chunk-size", chunk_size), ("--max-chunks", max_chunks)):
         if value is not None and (not isinstance(value, int) or value < 1):
             raise spec_module.SpecError(f"{flag}: expected an integer >= 1, got {value!r}")
-    _use_dtype(sweep.dtype)
     folder = Path(out) if out is not None else default_folder(sweep)
-    program = engine.Program.from_sweep(sweep, models.FAMILIES[sweep.model].build(sweep))
-    flat = grid.build(sweep.axes)
-    task = tasks.make(sweep)
+    program, flat, task = compile_inputs(sweep)
     hp_names = list(flat.columns)
 
     with store.locked(folder):
         manifest = store.prepare(folder, sweep, overwrite)
         if manifest is None:
-            size = chunk_size or grid.chunk_size_for(flat.size, engine.bytes_per_trajectory(program, hp_names, task))
+            size = chunk_size or default_chunk_size(program, flat, task)
             manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size)))
         store.start(folder, sweep, manifest)
         size = manifest["chunk_size"]
@@ -87,29 +97,41 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
             compiled = engine.compile_chunk(program, size, hp_names, task, sweep.seed)
             compile_seconds = compiled.compile_seconds
             meter = progress.meter(sum(c.stop - c.start for c in todo), len(todo), progress_bar)
+            started = time.perf_counter()
             try:
-                for chunk in todo:
-                    started = time.perf_counter()
-                    run_ids = np.arange(chunk.start, chunk.stop)
-                    hps = flat.rows(chunk.start, chunk.stop)
-                    summary, records = compiled(run_ids, hps, task)
-                    seconds = time.perf_counter() - started
-                    runs, trajectories = store.chunk_frames(sweep, run_ids, hps, summary, records,
-                                                            np.asarray(program.record_steps))
-                    store.write_chunk(folder, chunk.index, runs, trajectories)
-                    chunk_steps = int(runs["steps_run"].sum())
-                    manifest["chunks"][str(chunk.index)] = {
-                        "runs": [chunk.start, chunk.stop], "seconds": round(seconds, 4), "traj_steps": chunk_steps}
-                    store.write_manifest(folder, manifest)
-                    run_seconds += seconds
-                    traj_steps += chunk_steps
-                    meter.update(chunk.stop - chunk.start, chunk_steps)
+                pending = None
+                for chunk in [*todo, None]:     # launch chunk i+1, then write chunk i while it computes
+                    launched = None if chunk is None else compiled.launch(
+                        np.arange(chunk.start, chunk.stop), flat.rows(chunk.start, chunk.stop), task)
+                    if pending is not None:
+                        chunk_steps = _write_chunk(folder, sweep, program, manifest, flat, pending, compiled.fetch)
+                        traj_steps += chunk_steps
+                        meter.update(pending[0].stop - pending[0].start, chunk_steps)
+                    pending = None if chunk is None else (chunk, launched, time.perf_counter())
             finally:
                 meter.close()
+            run_seconds = time.perf_counter() - started
         manifest["compile_seconds"] = round(compile_seconds, 4)
         store.write_manifest(folder, manifest)
         missing = len(plan) - len(store.finished_chunks(folder))
     return RunReport(folder, flat.size, len(todo), len(finished), missing, compile_seconds, run_seconds, traj_steps)
+
+
+def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, manifest: dict, flat: grid.Grid,
+                 pending, fetch) -> int:
+    """Wait for a launched chunk, write its parts and its manifest entry; its trajectory-steps."""
+    chunk, launched, launched_at = pending
+    summary, records = fetch(launched)
+    run_ids = np.arange(chunk.start, chunk.stop)
+    runs, trajectories = store.chunk_frames(sweep, run_ids, flat.rows(chunk.start, chunk.stop), summary, records,
+                                            np.asarray(program.record_steps))
+    store.write_chunk(folder, chunk.index, runs, trajectories)
+    chunk_steps = int(runs["steps_run"].sum())
+    manifest["chunks"][str(chunk.index)] = {
+        "runs": [chunk.start, chunk.stop], "seconds": round(time.perf_counter() - launched_at, 4),
+        "traj_steps": chunk_steps}
+    store.write_manifest(folder, manifest)
+    return chunk_steps
 
 
 def show(folder: str | Path) -> dict:

@@ -171,7 +171,11 @@ def run_chunk(program: Program, root_key, run_ids, hps, task):
 
 @dataclasses.dataclass
 class CompiledChunk:
-    """A chunk program compiled for one batch size; `__call__` returns NumPy arrays."""
+    """A chunk program compiled for one batch size.
+
+    `launch` dispatches a chunk and returns at once (JAX dispatch is asynchronous), so the host can
+    write the previous chunk while this one computes; `fetch` waits and returns NumPy arrays.
+    Calling the object does both."""
 
     program: Program
     batch: int
@@ -179,14 +183,20 @@ class CompiledChunk:
     compile_seconds: float
     root_key: Any
 
-    def __call__(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[dict, tuple]:
-        n = len(run_ids)
+    def launch(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[int, Any]:
         ids = _pad(np.asarray(run_ids), self.batch).astype(np.int32)
         batch_hps = {k: _pad(v, self.batch) for k, v in cast_hps(hps, self.program.dtype).items()}
-        summary, records = self.executable(self.root_key, ids, batch_hps, task)
+        return len(run_ids), self.executable(self.root_key, ids, batch_hps, task)
+
+    @staticmethod
+    def fetch(launched: tuple[int, Any]) -> tuple[dict, tuple]:
+        n, (summary, records) = launched
         summary = {k: np.asarray(v)[:n] for k, v in summary.items()}
         records = tuple(np.asarray(r)[:, :n] for r in records)
         return summary, records
+
+    def __call__(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[dict, tuple]:
+        return self.fetch(self.launch(run_ids, hps, task))
 
 
 def cast_hps(hps: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:

@@ -4,8 +4,9 @@ k independent values sigma_i = w_i^N share one weight per value ("depth" N as an
 depth-normalized loss l_N(w) = 1/(2N^2) ||w^N - sigma*||^2 (eq. 2), init w_i(0) = sigma0^(1/N)
 (eq. 3). Gradient descent with step eta is then eq. 9: w <- w + (eta/N) w^(N-1) (sigma* - w^N).
 
-Depth is a per-trajectory integer, so w^N is a masked repeated multiply up to the grid's largest
-depth: exact, and 5x-80x faster than `pow` with a traced exponent.
+Depth is a per-trajectory integer, so w^N is computed by binary exponentiation with masked
+multiplies up to the grid's largest depth: exact products, all depths in one program, and much
+faster than `pow` with a traced exponent.
 """
 
 from __future__ import annotations
@@ -17,25 +18,28 @@ import jax.numpy as jnp
 from flax import struct
 
 
-def _masked_power(w: jax.Array, n: jax.Array, max_n: int) -> jax.Array:
-    """w**n for an integer 0 <= n <= max_n (traced), by n - 1 masked multiplies."""
+def _power(w: jax.Array, n: jax.Array, max_n: int) -> jax.Array:
+    """w**n for a traced integer 0 <= n <= max_n by binary exponentiation: one squaring and one
+    masked multiply per bit of max_n (exact products, no `pow`)."""
     p = jnp.ones_like(w)
-    for i in range(max_n):
-        p = jnp.where(i < n, p * w, p)
+    square = w
+    for bit in range(max(1, max_n.bit_length())):
+        p = jnp.where((n >> bit) & 1, p * square, p)
+        square = square * square
     return p
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
 def integer_power(w: jax.Array, n: jax.Array, max_n: int) -> jax.Array:
     """w**n for an integer 1 <= n <= max_n; its derivative n w**(n-1) reuses the same products."""
-    return _masked_power(w, n - 1, max_n - 1) * w
+    return _power(w, n - 1, max_n - 1) * w
 
 
 @integer_power.defjvp
 def _integer_power_jvp(max_n, primals, tangents):
     w, n = primals
     dw, _ = tangents
-    below = _masked_power(w, n - 1, max_n - 1)
+    below = _power(w, n - 1, max_n - 1)
     return below * w, n.astype(w.dtype) * below * dw
 
 
