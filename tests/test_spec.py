@@ -323,11 +323,11 @@ raw_specs = st.fixed_dictionaries(
     {
         "name": st.text(st.characters(codec="utf-8", max_codepoint=0xFFFF, exclude_characters="/\x00",
                                       exclude_categories=("Cs",)), min_size=1, max_size=12)
-                  .filter(lambda s: not s.startswith(".")),
+                  .filter(lambda s: not s.startswith(".") and s.isprintable()),
         "model": st.just("toy"),
         "steps": st.integers(1, 10**7),
         "dtype": st.sampled_from(["float32", "float64"]),
-        "seed": st.integers(0, 2**31),
+        "seed": st.integers(0, 2**31 - 1),
         "task": st.fixed_dictionaries({"sigma_star": st.lists(st.floats(1e-3, 1e3), min_size=1, max_size=4)}),
         "axes": st.fixed_dictionaries(
             {

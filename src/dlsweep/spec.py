@@ -165,8 +165,9 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: set[st
     _reject_unknown(raw, TOP_LEVEL_KEYS, "", where)
 
     name = _required(raw, "name", where)
-    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-        raise where.error("name", f"expected a non-empty folder name without '/', got {name!r}")
+    if not isinstance(name, str) or not name or "/" in name or name.startswith(".") or not name.isprintable():
+        raise where.error("name", f"expected a non-empty folder name of printable characters, without '/' "
+                                  f"and not starting with '.', got {name!r}")
     model_name = _required(raw, "model", where)
     if not isinstance(model_name, str) or model_name not in models.FAMILIES:
         raise where.error("model", f"unknown model {model_name!r}; known: {', '.join(models.FAMILIES)}")
@@ -354,13 +355,21 @@ def dumps_toml(spec: Mapping[str, Any]) -> str:
     return "\n".join(scalars) + "\n" + "\n".join(tables) + "\n"
 
 
+def _toml_string(text: str) -> str:
+    """A TOML basic string: quote, backslash and control characters (U+0000-U+001F, U+007F) escaped."""
+    escaped = "".join(
+        "\\" + c if c in '"\\' else f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else c
+        for c in text)
+    return f'"{escaped}"'
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return _toml_string(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {value!r} as TOML")
