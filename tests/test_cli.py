@@ -83,10 +83,10 @@ def test_run_in_a_fresh_process_is_quiet_when_piped(tmp_path, small_spec, run_cl
     assert len(store.load(tmp_path / folder)) == N_SMALL
 
 
-def _run_on_a_terminal(args, cwd, timeout=120) -> tuple[int, str, str]:
-    """Run the CLI with stderr on a pseudo-terminal (120 columns); return (code, stdout, terminal)."""
+def _run_on_a_terminal(args, cwd, timeout=120, rows=24, columns=120) -> tuple[int, str, str]:
+    """Run the CLI with stderr on a pseudo-terminal of the given size; return (code, stdout, terminal)."""
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     proc = subprocess.Popen([*CLI, *map(str, args)], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=slave)
     os.close(slave)
@@ -114,12 +114,14 @@ def _run_on_a_terminal(args, cwd, timeout=120) -> tuple[int, str, str]:
     return proc.returncode, stdout, b"".join(seen).decode(errors="replace")
 
 
-def test_progress_bar_on_a_terminal(tmp_path, small_spec):
+@pytest.mark.parametrize("rows, columns", [(24, 120), (0, 0)], ids=["24x120", "size-unknown"])
+def test_progress_bar_on_a_terminal(tmp_path, small_spec, rows, columns):
+    """A terminal that reports no size (0x0, as some pseudo-terminals do) still gets the bar."""
     code, stdout, terminal = _run_on_a_terminal(["run", small_spec, "--out", tmp_path / "o",
-                                                 "--chunk-size", SMALL_CHUNK], cwd=tmp_path)
+                                                 "--chunk-size", SMALL_CHUNK], cwd=tmp_path, rows=rows, columns=columns)
     assert code == 0, terminal
     assert f"{N_SMALL}/{N_SMALL}" in terminal and "traj" in terminal, terminal
-    assert "chunk 3/3" in terminal, terminal
+    assert "chunk 3/3" in terminal and "traj-steps/s" in terminal, terminal
     assert "complete" in stdout and "traj [" not in stdout       # the bar goes to stderr only
 
 

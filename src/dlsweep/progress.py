@@ -6,6 +6,7 @@ under JAX's asynchronous dispatch.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 
@@ -31,7 +32,8 @@ class Bar(Quiet):
 
         super().__init__(total_runs, total_chunks)
         self.chunks, self.traj_steps, self.started = 0, 0, time.perf_counter()
-        self.bar = tqdm(total=total_runs, unit="traj", file=sys.stderr, dynamic_ncols=True,
+        size = shutil.get_terminal_size(fallback=(100, 24))   # a 0x0 pseudo-terminal falls back too
+        self.bar = tqdm(total=total_runs, unit="traj", file=sys.stderr, ncols=size.columns, nrows=size.lines,
                         bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} traj [{elapsed}<{remaining}{postfix}]")
         self.bar.set_postfix_str(f"chunk 0/{total_chunks}")
 
