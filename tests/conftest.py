@@ -38,11 +38,9 @@ SMALL_CHUNK = 4          # -> 3 chunks
 # 20 trajectories that never stop early; with chunk size 2 each of the 10 chunks computes for
 # ~0.1 s, so a `dlsweep run` of it lasts a few seconds and can be killed or raced mid-run.
 LONG = {
+    **SMALL,
     "name": "long",
-    "model": "toy",
     "steps": 3_000_000,
-    "dtype": "float32",
-    "task": {"sigma_star": [3.0, 1.0]},
     "axes": {"depth": [1, 2], "sigma0": {"logspace": [-3, -1], "num": 10}, "lr": [1e-5]},
     "record": {"points": 30},
 }

@@ -227,6 +227,13 @@ def test_overrides_are_parsed_as_toml(write_spec):
     assert spec.load(path, ["axes.seed=[3, 4]", "seed=7"]).axes["seed"].tolist() == [3, 4]
 
 
+def override_error(path, override: str) -> str:
+    """The message of the SpecError that loading `path` with one `--set` override raises."""
+    with pytest.raises(SpecError) as info:
+        spec.load(path, [override])
+    return str(info.value)
+
+
 @pytest.mark.parametrize("override, key, expected", [
     ("steps=0", "steps", "integer >= 1"),
     ("steps=many", "steps", "integer >= 1"),
@@ -244,9 +251,7 @@ def test_overrides_are_parsed_as_toml(write_spec):
 ])
 def test_errors_in_overridden_keys_say_so(write_spec, override, key, expected):
     path = write_spec()
-    with pytest.raises(SpecError) as info:
-        spec.load(path, [override])
-    message = str(info.value)
+    message = override_error(path, override)
     assert message.startswith(f"{path}: key '{key}' (from --set): "), message
     assert expected in message, message
 
@@ -266,9 +271,7 @@ def test_error_in_a_key_not_overridden_is_not_blamed_on_set(write_spec):
 ])
 def test_malformed_overrides(write_spec, override, expected):
     path = write_spec()
-    with pytest.raises(SpecError) as info:
-        spec.load(path, [override])
-    message = str(info.value)
+    message = override_error(path, override)
     assert message.startswith(f"{path}: --set "), message
     assert expected in message, message
 
