@@ -12,10 +12,13 @@ import pandas as pd
 
 from dlsweep import engine, grid, models, progress, store, tasks
 from dlsweep import spec as spec_module
+from dlsweep.analysis import incremental
 from dlsweep.spec import Sweep
 from dlsweep.store import load, load_trajectories
 
-__all__ = ["RunReport", "run", "show", "list_models", "load", "load_trajectories", "default_folder"]
+__all__ = ["RunReport", "run", "thresholds", "show", "list_models", "load", "load_trajectories", "default_folder"]
+
+THRESHOLDS_FILE = "thresholds.parquet"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +135,86 @@ def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, manifest: 
         "traj_steps": chunk_steps}
     store.write_manifest(folder, manifest)
     return chunk_steps
+
+
+def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str | list[tuple[int, int]] = "adjacent",
+               method: str = "grid", rtol: float = 1e-4, write: bool = True) -> pd.DataFrame:
+    """(s, f)-incremental thresholds in sigma0 for every pair and every cell of the other axes,
+    with the theory of Gissin et al. beside them; written to `DIR/thresholds.parquet`.
+
+    `grid` reads them off the run's sigma0 axis (interpolated in ln sigma0); `bisect` refines each
+    grid bracket by vectorized bisection in ln sigma0, every cell at once, one batched engine call
+    a round, to relative width `rtol`."""
+    folder = Path(folder)
+    if method not in ("grid", "bisect"):
+        raise incremental.ThresholdError(f"--method {method!r}: expected grid or bisect")
+    if not 0 < rtol < 1:
+        raise incremental.ThresholdError(f"--rtol {rtol!r}: expected a number in (0, 1)")
+    spec_file = folder / store.SPEC_FILE
+    if not spec_file.exists():
+        raise store.StoreError(f"{folder}: no {store.SPEC_FILE}; not a dlsweep run folder")
+    sweep = spec_module.load(spec_file)
+    if "sigma0" not in sweep.axes or "sigma_star" not in sweep.task:
+        raise incremental.ThresholdError(f"{folder}: thresholds need a sigma0 axis and targets sigma_star")
+    incremental.check_levels(s, f, sweep.record.levels)
+    sigma_star = sweep.task["sigma_star"]
+    pair_list = incremental.pairs_for(sigma_star, pairs)
+    if not pair_list:
+        raise incremental.ThresholdError(f"{folder}: no pair of distinct targets in sigma_star = {list(sigma_star)}")
+    cells = [axis for axis in sweep.axes if axis != "sigma0"]
+    table = incremental.grid_thresholds(incremental.decisions(load(folder), pair_list, s, f), cells)
+    table["method"] = "grid"
+    if method == "bisect":
+        table = _bisect(sweep, table, cells, s, f, rtol)
+    table.insert(2, "r", [sigma_star[i] / sigma_star[j] for i, j in zip(table.i, table.j)])
+    table.insert(3, "s", s)
+    table.insert(4, "f", f)
+    if sweep.model == "toy" and "depth" in table:
+        table = incremental.theory_columns(table, sigma_star, s, f, max(sigma_star))
+    if write:
+        store.write_table(folder / THRESHOLDS_FILE, table)
+    return table
+
+
+def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: float, rtol: float) -> pd.DataFrame:
+    """Refine every grid bracket [lo, hi] at once: each round runs all midpoints sqrt(lo hi) as
+    one batch through the engine (same steps, dtype and stop rules as the run)."""
+    table = table.copy()
+    active = (table.status == "ok").to_numpy().copy()
+    table["rounds"] = 0
+    if not active.any():
+        return table
+    quick = dataclasses.replace(sweep, record=dataclasses.replace(sweep.record, points=2))
+    program, _, task = compile_inputs(quick)
+    size = grid.chunk_size_for(len(table), 1)
+    compiled = engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed)
+    level = {name: k for k, name in enumerate(store.level_name(v) for v in sweep.record.levels)}
+    i, j = table.i.to_numpy(), table.j.to_numpy()
+    lo, hi = table.bracket_lo.to_numpy(float), table.bracket_hi.to_numpy(float)
+    rows = np.arange(len(table))
+    while True:
+        todo = active.copy()
+        todo[active] = hi[active] / lo[active] - 1 > rtol
+        if not todo.any():
+            break
+        mid = np.sqrt(lo * hi)
+        hps = {axis: table[axis].to_numpy() for axis in cells} | {"sigma0": np.where(todo, mid, lo)}
+        hps = {axis: hps[axis] for axis in sweep.axes}
+        summary, _ = compiled(rows, hps, task)
+        hits = summary["hit"]
+        status = incremental.decide(hits[rows, i, level[store.level_name(f)]], hits[rows, j, level[store.level_name(s)]],
+                                    summary["diverged"])
+        new_lo, new_hi, stuck = incremental.bisect_update(lo, hi, mid, status)
+        lo, hi = np.where(todo, new_lo, lo), np.where(todo, new_hi, hi)
+        stalled = todo & stuck
+        table.loc[stalled, "status"] = "undecided at a bisection midpoint"
+        active &= ~stalled
+        table.loc[todo, "rounds"] += 1
+    done = (table.status == "ok").to_numpy()
+    table.loc[done, "sigma0_th"] = lo[done]
+    table["bracket_lo"], table["bracket_hi"] = lo, hi
+    table["method"] = "bisect"
+    return table
 
 
 def show(folder: str | Path) -> dict:

@@ -1,4 +1,4 @@
-"""Command line: `dlsweep run | show | models`. A thin shell over `dlsweep.api`."""
+"""Command line: `dlsweep run | thresholds | show | models`. A thin shell over `dlsweep.api`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import argparse
 import json
 import sys
 
+import pandas as pd
+
 from dlsweep import api
+from dlsweep.analysis.incremental import ThresholdError
 from dlsweep.spec import SpecError
 from dlsweep.store import StoreError
 
@@ -24,6 +27,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-chunks", type=int, help="stop after this many chunks; run again to fill the rest")
     run.add_argument("--overwrite", action="store_true", help="empty the folder and start over")
     run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+
+    th = verbs.add_parser("thresholds", help="sigma0 thresholds of (s, f)-incremental learning, with theory")
+    th.add_argument("folder", help="a run folder, e.g. runs/toy-threshold")
+    th.add_argument("--s", type=float, default=0.05, help="level s of Definition 1, in (0, 0.25) (default 0.05)")
+    th.add_argument("--f", type=float, default=0.95, help="level f of Definition 1, in (0.75, 1) (default 0.95)")
+    th.add_argument("--pairs", default="adjacent", type=_pairs,
+                    help="adjacent (default), all, or explicit pairs i-j like 0-1,0-3")
+    th.add_argument("--method", choices=("grid", "bisect"), default="grid",
+                    help="grid: read off the sigma0 axis; bisect: refine by batched bisection in ln sigma0")
+    th.add_argument("--rtol", type=float, default=1e-4, help="bisection: relative width of the final bracket")
 
     show = verbs.add_parser("show", help="summary of a finished or partial run folder")
     show.add_argument("folder")
@@ -45,6 +58,38 @@ def _run(args) -> int:
         print(f"{report.folder}: {report.chunks_skipped} chunk(s) were already finished (resumed)")
     status = "complete" if report.chunks_missing == 0 else f"{report.chunks_missing} chunk(s) still missing"
     print(f"{report.folder}: {report.n_runs} trajectories, {status}")
+    return 0
+
+
+def _pairs(text: str):
+    if text in ("adjacent", "all"):
+        return text
+    try:
+        return [tuple(int(v) for v in item.split("-", 1)) for item in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected adjacent, all, or pairs like 0-1,1-2; got {text!r}") from None
+
+
+THRESHOLD_COLUMNS = ["i", "j", "r", "sigma0_th", "gf_exact", "rel_error", "thm2_lower", "thm2_upper",
+                     "thm2_upper_valid", "thm3_lower", "thm3_upper", "monotone", "n_undecided", "status"]
+
+
+def _thresholds(args) -> int:
+    table = api.thresholds(args.folder, s=args.s, f=args.f, pairs=args.pairs, method=args.method, rtol=args.rtol)
+    cells = [c for c in ("depth", "lr", "seed") if c in table]
+    shown = [c for c in THRESHOLD_COLUMNS[:3] + cells + THRESHOLD_COLUMNS[3:] if c in table]
+    if "thm3_lower" in table and table.thm3_lower.isna().all() and table.thm3_upper.isna().all():
+        shown = [c for c in shown if not c.startswith("thm3")]
+    with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_rows", None):
+        print(table[shown].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    notes = sorted({n for n in table.get("theory_note", pd.Series(dtype=str)) if n})
+    for note in notes:
+        print(f"note: {note}")
+    if "thm2_printed_violated" in table and table.thm2_printed_violated.any():
+        print(f"note: {int(table.thm2_printed_violated.sum())} row(s) where gf_exact exceeds Theorem 2's printed "
+              "N >= 3 upper bound (thm2_printed_violated)")
+    print(f"(s, f) = ({args.s:g}, {args.f:g}), method {args.method}; written to "
+          f"{args.folder.rstrip('/')}/{api.THRESHOLDS_FILE}")
     return 0
 
 
@@ -72,8 +117,8 @@ def _models(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "show": _show, "models": _models}[args.verb](args)
-    except (SpecError, StoreError) as err:
+        return {"run": _run, "thresholds": _thresholds, "show": _show, "models": _models}[args.verb](args)
+    except (SpecError, StoreError, ThresholdError) as err:
         print(f"dlsweep: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

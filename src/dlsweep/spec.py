@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from dlsweep import models
+from dlsweep.store import level_name
 
 DTYPES = ("float32", "float64")
 SCHEDULES = ("log", "linear")
@@ -334,11 +335,6 @@ def _stop(table: dict, where: _Where) -> Stop:
     blowup = _number(table.get("blowup", default.blowup), "stop.blowup", where, 1.0)
     check_every = _integer(table.get("check_every", default.check_every), "stop.check_every", where, minimum=1)
     return Stop(rel_loss, blowup, check_every)
-
-
-def level_name(level: float) -> str:
-    """Column-name form of a hitting level: 100 * level printed with %g (0.05 -> '5')."""
-    return f"{100 * level:g}"
 
 
 # ----------------------------------------------------------------------------- writing

@@ -20,12 +20,15 @@ import platform
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from dlsweep import __version__
-from dlsweep.spec import Sweep, level_name
+
+if TYPE_CHECKING:
+    from dlsweep.spec import Sweep
 
 RUNS, TRAJECTORIES = "runs", "trajectories"
 MANIFEST, SPEC_FILE, LOCK = "manifest.json", "sweep.toml", ".lock"
@@ -165,10 +168,20 @@ def finished_chunks(folder: Path) -> set[int]:
     return {int(p.name[5:10]) for p in runs.glob("part-*.parquet")}
 
 
+def write_table(path: Path, frame: pd.DataFrame) -> None:
+    """A whole-table result (e.g. thresholds.parquet), written atomically."""
+    _atomic_write_parquet(Path(path), frame)
+
+
 def write_chunk(folder: Path, chunk_index: int, runs: pd.DataFrame, trajectories: pd.DataFrame) -> None:
     """Trajectories first, then runs: a chunk counts as finished only once both exist."""
     _atomic_write_parquet(folder / TRAJECTORIES / part_name(chunk_index), trajectories)
     _atomic_write_parquet(folder / RUNS / part_name(chunk_index), runs)
+
+
+def level_name(level: float) -> str:
+    """Column-name form of a hitting level: 100 * level printed with %g (0.05 -> '5')."""
+    return f"{100 * level:g}"
 
 
 def hit_columns(n_values: int, levels) -> list[str]:

@@ -1,0 +1,167 @@
+"""Incremental learning from first-hitting steps, and the sigma0 thresholds where it stops.
+
+Definition 1 of Gissin et al. 2020: values with targets s*_i > s*_j are learned (s, f)-incrementally
+when some step has sigma_j <= s s*_j while sigma_i >= f s*_i. With the dataset's first-hitting
+steps hf = hit_<i>_<100 f> and hs = hit_<j>_<100 s> (-1: not within the run):
+
+    incremental       hf >= 0 and (hs < 0 or hf < hs)   (strict: the same step is not incremental)
+    not incremental   hs >= 0 and (hf < 0 or hf >= hs)
+    undecided         hf < 0 and hs < 0 (too few steps), or the trajectory diverged
+
+Undecided trajectories never move a threshold. The threshold of a cell (a value of every axis but
+sigma0) is the largest incremental sigma0 (THEORY.md 2.2: under GD the incremental set can be
+non-monotone near it, which the `monotone` column reports).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from dlsweep.analysis import theory
+from dlsweep.store import level_name
+
+INCREMENTAL, NOT_INCREMENTAL, UNDECIDED, DIVERGED = "incremental", "not incremental", "undecided", "diverged"
+S_RANGE, F_RANGE = (0.0, 0.25), (0.75, 1.0)          # Definition 1 (and Theorem 3)
+LOG_FLOAT64_TINY = math.log(np.finfo(np.float64).tiny)
+
+
+class ThresholdError(ValueError):
+    """Thresholds asked for something the run or Definition 1 does not allow; the message says what."""
+
+
+def check_levels(s: float, f: float, levels) -> None:
+    """s in (0, 1/4) and f in (3/4, 1) (Definition 1), both among the run's recorded levels."""
+    if not S_RANGE[0] < s < S_RANGE[1]:
+        raise ThresholdError(f"--s {s:g}: Definition 1 needs s in (0, 0.25)")
+    if not F_RANGE[0] < f < F_RANGE[1]:
+        raise ThresholdError(f"--f {f:g}: Definition 1 needs f in (0.75, 1)")
+    names = {level_name(level) for level in levels}
+    for flag, value in (("--s", s), ("--f", f)):
+        if level_name(value) not in names:
+            raise ThresholdError(f"{flag} {value:g}: the run did not record this level; its levels are "
+                                 f"{', '.join(f'{v:g}' for v in levels)} (set [record] levels in the spec)")
+
+
+def pairs_for(sigma_star, which: str | list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Pairs (i, j) with s*_i > s*_j: `adjacent` (neighbours in decreasing order of target),
+    `all`, or an explicit list, each checked."""
+    values = list(sigma_star)
+    if isinstance(which, str):
+        order = sorted(range(len(values)), key=lambda k: -values[k])
+        if which == "adjacent":
+            return [(a, b) for a, b in zip(order, order[1:]) if values[a] > values[b]]
+        if which == "all":
+            return [(a, b) for n, a in enumerate(order) for b in order[n + 1:] if values[a] > values[b]]
+        raise ThresholdError(f"--pairs {which!r}: expected adjacent, all, or pairs like 0-1,1-2")
+    for i, j in which:
+        if not (0 <= i < len(values) and 0 <= j < len(values)):
+            raise ThresholdError(f"pair {i}-{j}: the task has values 0..{len(values) - 1}")
+        if not values[i] > values[j]:
+            raise ThresholdError(f"pair {i}-{j}: needs sigma*_{i} > sigma*_{j}, got {values[i]:g} <= {values[j]:g}")
+    return list(which)
+
+
+def decide(hit_f_i: np.ndarray, hit_s_j: np.ndarray, diverged: np.ndarray) -> np.ndarray:
+    """Definition 1 from first-hitting steps, per trajectory (see the module docstring)."""
+    hit_f_i, hit_s_j = np.asarray(hit_f_i), np.asarray(hit_s_j)
+    status = np.where(hit_f_i >= 0,
+                      np.where((hit_s_j < 0) | (hit_f_i < hit_s_j), INCREMENTAL, NOT_INCREMENTAL),
+                      np.where(hit_s_j >= 0, NOT_INCREMENTAL, UNDECIDED))
+    return np.where(np.asarray(diverged, bool), DIVERGED, status).astype(object)
+
+
+def decisions(runs: pd.DataFrame, pairs, s: float, f: float) -> pd.DataFrame:
+    """One row per (trajectory, pair): the run's axis values, `i`, `j`, `status` and `margin`
+    = hs - hf in steps (> 0 incremental; NaN where a level was not reached)."""
+    frames = []
+    for i, j in pairs:
+        hf = runs[f"hit_{i}_{level_name(f)}"].to_numpy()
+        hs = runs[f"hit_{j}_{level_name(s)}"].to_numpy()
+        margin = np.where((hf >= 0) & (hs >= 0), hs - hf, np.nan)
+        frames.append(runs.assign(i=i, j=j, status=decide(hf, hs, runs["diverged"].to_numpy()), margin=margin))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _interpolate(lo: float, hi: float, margin_lo: float, margin_hi: float) -> float:
+    """Zero of the hitting-step margin, linear in ln sigma0 between an incremental `lo` (margin
+    > 0) and a non-incremental `hi` (margin <= 0); the geometric midpoint where a margin is unknown."""
+    if np.isfinite(margin_lo) and np.isfinite(margin_hi) and margin_lo > margin_hi:
+        weight = margin_lo / (margin_lo - margin_hi)
+    else:
+        weight = 0.5
+    return math.exp(math.log(lo) + weight * (math.log(hi) - math.log(lo)))
+
+
+def grid_thresholds(table: pd.DataFrame, cell_columns: list[str]) -> pd.DataFrame:
+    """Per cell and pair, from the sigma0 axis: the largest incremental sigma0 `bracket_lo`, the
+    next decided (non-incremental) sigma0 `bracket_hi`, `sigma0_th` interpolated between them,
+    `monotone`, the counts of each status, and `status` (ok | below grid | above grid | undecided)."""
+    rows = []
+    for key, group in table.groupby([*cell_columns, "i", "j"], sort=True, dropna=False):
+        group = group.sort_values("sigma0")
+        decided = group[group.status.isin([INCREMENTAL, NOT_INCREMENTAL])]
+        flags = (decided.status == INCREMENTAL).to_numpy()
+        row = dict(zip([*cell_columns, "i", "j"], key if isinstance(key, tuple) else (key,)))
+        row.update(
+            n_incremental=int(flags.sum()), n_not_incremental=int((~flags).sum()),
+            n_undecided=int((group.status == UNDECIDED).sum()), n_diverged=int((group.status == DIVERGED).sum()),
+            monotone=bool(np.all(flags[:-1] >= flags[1:])) if len(flags) else True,
+            sigma0_th=math.nan, bracket_lo=math.nan, bracket_hi=math.nan)
+        if not len(flags):
+            row["status"] = "undecided"
+        elif not flags.any():
+            row.update(status="below grid", bracket_lo=0.0, bracket_hi=float(decided.sigma0.iloc[0]))
+        else:
+            last = int(np.nonzero(flags)[0][-1])
+            lo = decided.iloc[last]
+            if last == len(flags) - 1:
+                row.update(status="above grid", bracket_lo=float(lo.sigma0), bracket_hi=math.inf)
+            else:
+                hi = decided.iloc[last + 1]
+                row.update(status="ok", bracket_lo=float(lo.sigma0), bracket_hi=float(hi.sigma0),
+                           sigma0_th=_interpolate(lo.sigma0, hi.sigma0, lo.margin, hi.margin))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def bisect_update(lo: np.ndarray, hi: np.ndarray, mid: np.ndarray, status: np.ndarray):
+    """One vectorized bisection round: an incremental midpoint raises `lo`, a non-incremental one
+    lowers `hi`; an undecided midpoint stops that row (returned mask `stuck`)."""
+    incremental, not_incremental = status == INCREMENTAL, status == NOT_INCREMENTAL
+    return np.where(incremental, mid, lo), np.where(not_incremental, mid, hi), ~(incremental | not_incremental)
+
+
+def theory_columns(table: pd.DataFrame, sigma_star, s: float, f: float, sigma_star_max: float) -> pd.DataFrame:
+    """The theory of Gissin et al. beside each threshold row (needs `depth`; `lr` for Theorem 3):
+    gf_exact (and its log10, exact also below the float range), Theorem 2 as printed and the
+    valid N >= 3 upper bound, whether gf_exact breaks the printed bound, Theorem 3 for GD at N = 2."""
+    out = []
+    for row in table.itertuples(index=False):
+        si, sj, depth = sigma_star[row.i], sigma_star[row.j], float(row.depth)
+        r = si / sj
+        log_th = theory.log_gf_threshold(si, sj, s, f, depth)
+        lower, upper = theory.thm2_bounds_printed(r, s, f, depth, sj)
+        valid = theory.thm2_upper_valid(r, s, f, depth, sj)
+        notes = []
+        if log_th == -math.inf:
+            notes.append("gradient flow is never incremental for this pair")
+        elif log_th < LOG_FLOAT64_TINY:
+            notes.append(f"gf_exact = 10^{log_th / math.log(10):.6g} is below the float64 range")
+        gf = math.exp(log_th) if log_th >= LOG_FLOAT64_TINY else math.nan
+        if depth == 2 and hasattr(row, "lr"):
+            t3_lower, t3_upper, reason = theory.thm3_bounds(si, sj, sigma_star_max, float(row.lr), s, f)
+        else:
+            t3_lower, t3_upper, reason = math.nan, math.nan, "Theorem 3 is for gradient descent at N = 2"
+        out.append({
+            "gf_exact": gf,
+            "gf_exact_log10": log_th / math.log(10) if log_th > -math.inf else -math.inf,
+            "rel_error": row.sigma0_th / gf - 1 if gf > 0 else math.nan,
+            "thm2_lower": lower, "thm2_upper": upper, "thm2_upper_valid": valid,
+            "thm2_printed_violated": bool(depth >= 3 and gf > upper),
+            "thm3_lower": t3_lower, "thm3_upper": t3_upper, "thm3_reason": reason,
+            "theory_note": "; ".join(notes),
+        })
+    return pd.concat([table.reset_index(drop=True), pd.DataFrame(out)], axis=1)
