@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Set up dlsweep and run the default example: the toy-model sweep of depth x sigma0.
+# Set up dlsweep and run the default example: the toy-model sweep of depth x sigma0, then its
+# incremental-learning thresholds beside the theory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh .venv
 .venv/bin/dlsweep run sweeps/toy-threshold.toml "$@"
-.venv/bin/dlsweep show runs/toy-threshold
+.venv/bin/dlsweep thresholds runs/toy-threshold --method bisect
