@@ -142,15 +142,19 @@ def theory_columns(table: pd.DataFrame, sigma_star, s: float, f: float, sigma_st
     for row in table.itertuples(index=False):
         si, sj, depth = sigma_star[row.i], sigma_star[row.j], float(row.depth)
         r = si / sj
-        log_th = theory.log_gf_threshold(si, sj, s, f, depth)
         lower, upper = theory.thm2_bounds_printed(r, s, f, depth, sj)
         valid = theory.thm2_upper_valid(r, s, f, depth, sj)
         notes = []
+        try:
+            log_th = theory.log_gf_threshold(si, sj, s, f, depth)
+        except ArithmeticError as err:
+            log_th = math.nan
+            notes.append(f"no gf_exact: {err}")
         if log_th == -math.inf:
-            notes.append("gradient flow is never incremental for this pair")
+            notes.append(f"N = {depth:g}: gradient flow is never ({s:g}, {f:g})-incremental (no gf_exact)")
         elif log_th < LOG_FLOAT64_TINY:
             notes.append(f"gf_exact = 10^{log_th / math.log(10):.6g} is below the float64 range")
-        gf = math.exp(log_th) if log_th >= LOG_FLOAT64_TINY else math.nan
+        gf = math.exp(log_th) if log_th >= LOG_FLOAT64_TINY else math.nan     # False for NaN too
         if depth == 2 and hasattr(row, "lr"):
             t3_lower, t3_upper, reason = theory.thm3_bounds(si, sj, sigma_star_max, float(row.lr), s, f)
         else:

@@ -23,7 +23,8 @@ import numpy as np
 from scipy import integrate, optimize, special
 
 SQRT2_BOUND = 2 * (math.sqrt(2) - 1)     # Theorem 3 needs c = eta s*_1 below this
-LOG_SIGMA0_FLOOR = -1e5                  # ln sigma0 below which no threshold is searched
+LOG_SIGMA0_FLOOR = -1e5                  # N < 2: ln sigma0 below which no threshold is searched
+LOG_FLOAT64_MAX = math.log(np.finfo(np.float64).max)
 
 
 def _q(depth: float) -> float:
@@ -43,6 +44,8 @@ def log_time_to_reach_unit(log_u0: float, alpha: float, depth: float) -> float:
     q = _q(depth)
     if q == 1.0:
         power_part = log_alpha - log_u0
+    elif (1 - q) * log_u0 > LOG_FLOAT64_MAX:    # u0^(1-q) beyond the float range: so is the time
+        return math.inf
     else:   # (alpha^(1-q) - u0^(1-q)) / (1-q), u0^(1-q) = exp((1-q) log_u0) (large for q > 1)
         power_part = (math.exp((1 - q) * log_alpha) - math.exp((1 - q) * log_u0)) / (1 - q)
     e = 2.0 - q                                   # y = u^e; e in (0, 1]; e = 0 only at N = inf
@@ -111,8 +114,11 @@ def time_to_reach_closed_form(sigma_star: float, sigma0: float, alpha: float, de
 
 def log_gf_threshold(sigma_star_i: float, sigma_star_j: float, s: float, f: float, depth: float) -> float:
     """ln of the exact gradient-flow (s, f) threshold: the root in ln sigma0 of
-    t_s(s*_j) - t_f(s*_i) (Definition 1; incremental below it). -inf when no sigma0 > 0 is
-    incremental (e.g. N = 1)."""
+    t_s(s*_j) - t_f(s*_i) (Definition 1; incremental below it).
+
+    For N >= 2 the margin grows without bound as sigma0 -> 0, so a root always exists and is
+    searched however far down it lies. For N < 2 both times stay finite as sigma0 -> 0; -inf means
+    no sigma0 above e^-100000 is incremental (N = 1: none at all)."""
     if not sigma_star_i > sigma_star_j > 0:
         raise ValueError(f"need sigma*_i > sigma*_j > 0, got {sigma_star_i}, {sigma_star_j}")
 
@@ -123,12 +129,13 @@ def log_gf_threshold(sigma_star_i: float, sigma_star_j: float, s: float, f: floa
     high = math.log(s * sigma_star_j)          # at sigma0 = s s*_j, t_s = 0 < t_f: not incremental
     low, step = high - 1.0, 1.0
     while margin(low) <= 0:
-        if low <= LOG_SIGMA0_FLOOR:
+        if depth < 2 and low <= LOG_SIGMA0_FLOOR:
             return -math.inf
         step *= 2
-        low = max(high - step, LOG_SIGMA0_FLOOR)
+        low = high - step if depth >= 2 else max(high - step, LOG_SIGMA0_FLOOR)
     if math.isnan(margin(low)):
-        raise ArithmeticError(f"t_alpha overflowed at ln sigma0 = {low:g} (N = {depth})")
+        raise ArithmeticError(f"gradient-flow times overflow float64 at ln sigma0 = {low:g} (N = {depth}) "
+                              "before the threshold is bracketed")
     return optimize.brentq(margin, low, high, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=500)
 
 
