@@ -167,8 +167,10 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
     if method == "bisect":
         table = _bisect(sweep, table, cells, s, f, rtol)
     table.insert(2, "r", [sigma_star[i] / sigma_star[j] for i, j in zip(table.i, table.j)])
-    table.insert(3, "s", s)
-    table.insert(4, "f", f)
+    table.insert(3, "sigma_star_i", [sigma_star[i] for i in table.i])
+    table.insert(4, "sigma_star_j", [sigma_star[j] for j in table.j])
+    table.insert(5, "s", s)
+    table.insert(6, "f", f)
     if sweep.model == "toy" and "depth" in table:
         table = incremental.theory_columns(table, sigma_star, s, f, max(sigma_star))
     if write:

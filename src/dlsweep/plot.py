@@ -1,0 +1,257 @@
+"""Figures from DataFrames (never from files): trajectories, phase-diagram heatmaps, threshold
+curves against r, and the learning-rate map. Matplotlib with the Agg backend; colourblind-safe
+colours (Okabe-Ito for categories, viridis for quantities); cells with no data, undecided or
+diverged trajectories are drawn grey and hatched, never in a colour of the data scale.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
+from matplotlib.patches import Patch, Rectangle  # noqa: E402
+
+from dlsweep.analysis import incremental, theory  # noqa: E402
+from dlsweep.store import level_name  # noqa: E402
+
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
+MISSING = "#d9d9d9"
+SINGLE, DOUBLE = 3.4, 7.0                       # paper column widths, inches
+LABELS = {"sigma0": r"initialization scale $\sigma_0$", "depth": r"depth $N$", "lr": r"learning rate $\eta$",
+          "r": r"target ratio $r = \sigma^*_i / \sigma^*_j$", "seed": "seed"}
+LOG_AXES = {"sigma0", "lr", "r"}
+
+
+def axis_label(name: str) -> str:
+    return LABELS.get(name, name)
+
+
+def _cell_edges(values: np.ndarray, log: bool) -> np.ndarray:
+    """Edges around sorted cell centres: geometric midpoints on log axes, arithmetic otherwise."""
+    v = np.log(values) if log else values.astype(float)
+    if len(v) == 1:
+        edges = np.array([v[0] - 0.5, v[0] + 0.5])
+    else:
+        mid = (v[1:] + v[:-1]) / 2
+        edges = np.concatenate([[v[0] - (mid[0] - v[0])], mid, [v[-1] + (v[-1] - mid[-1])]])
+    return np.exp(edges) if log else edges
+
+
+# ----------------------------------------------------------------------------- trajectories
+
+
+def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str | None = "sigma0",
+                 cols: str | None = "depth", s: float | None = 0.05, f: float | None = 0.95, pair=(0, 1),
+                 time: str = "lr", xscale: str = "log", width: float = DOUBLE) -> plt.Figure:
+    """sigma_i(t) for each value, one panel per (rows, cols) cell (the paper's Figure 2).
+    Time is lr * step (`time="lr"`, so learning rates line up) or the step; guides at sigma*_i,
+    f sigma*_i and s sigma*_j for the pair (i, j)."""
+    data = traj.merge(runs, on="run_id")
+    row_values = sorted(data[rows].unique()) if rows else [None]
+    col_values = sorted(data[cols].unique()) if cols else [None]
+    fig, axes = plt.subplots(len(row_values), len(col_values), figsize=(width, 1.9 * len(row_values) + 0.6),
+                             sharex=True, sharey=True, squeeze=False, layout="constrained")
+    k = len(sigma_star)
+    for r_i, rv in enumerate(row_values):
+        for c_i, cv in enumerate(col_values):
+            ax = axes[r_i, c_i]
+            panel = data
+            if rows:
+                panel = panel[panel[rows] == rv]
+            if cols:
+                panel = panel[panel[cols] == cv]
+            for run_id, one in panel.groupby("run_id"):
+                t = one["step"].to_numpy() * (one["lr"].to_numpy() if time == "lr" else 1.0)
+                for v in range(k):
+                    ax.plot(t, one[f"sigma_{v}"], color=OKABE_ITO[v % len(OKABE_ITO)], lw=1.2,
+                            label=rf"$\sigma^*$ = {sigma_star[v]:g}" if (r_i, c_i) == (0, 0) else None)
+            for v in range(k):
+                ax.axhline(sigma_star[v], color=OKABE_ITO[v % len(OKABE_ITO)], ls=":", lw=0.8)
+            if f is not None and pair is not None:
+                ax.axhline(f * sigma_star[pair[0]], color="0.3", ls="--", lw=0.8)
+            if s is not None and pair is not None:
+                ax.axhline(s * sigma_star[pair[1]], color="0.3", ls="-.", lw=0.8)
+            ax.set_xscale(xscale)
+            title = ", ".join(t for t in (_facet_title(cols, cv), _facet_title(rows, rv)) if t)
+            ax.set_title(title, fontsize=7)
+            ax.tick_params(labelsize=7)
+            if c_i == 0:
+                ax.set_ylabel(r"$\sigma_i(t)$")
+    fig.supxlabel(r"time $t = \eta \cdot$ step" if time == "lr" else "GD step", fontsize=9)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    if pair is not None:
+        handles += [plt.Line2D([], [], color="0.3", ls="--"), plt.Line2D([], [], color="0.3", ls="-.")]
+        labels += [rf"$f\sigma^*$ = {f * sigma_star[pair[0]]:g} (f = {f:g})",
+                   rf"$s\sigma^*$ = {s * sigma_star[pair[1]]:g} (s = {s:g})"]
+    fig.legend(handles, labels, loc="outside upper center", ncol=min(6, len(labels)), fontsize=7, frameon=False)
+    return fig
+
+
+def _facet_title(name: str | None, value) -> str:
+    if name is None:
+        return ""
+    symbol = {"sigma0": r"$\sigma_0$", "depth": "$N$", "lr": r"$\eta$"}.get(name, name)
+    return f"{symbol} = {value:.3g}" if isinstance(value, (int, float, np.number)) else f"{symbol} = {value}"
+
+
+# ----------------------------------------------------------------------------- heatmaps
+
+
+CATEGORIES = [incremental.INCREMENTAL, incremental.NOT_INCREMENTAL]
+
+
+def decisions_frame(runs: pd.DataFrame, pair: tuple[int, int], s: float, f: float) -> pd.DataFrame:
+    """Per trajectory: Definition 1's status for `pair` and the log10 ratio of the hitting steps
+    log10(hs / hf) (> 0 where sigma_j reaches s later than sigma_i reaches f)."""
+    table = incremental.decisions(runs, [pair], s, f)
+    hf = table[f"hit_{pair[0]}_{level_name(f)}"].to_numpy(float)
+    hs = table[f"hit_{pair[1]}_{level_name(s)}"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where((hf > 0) & (hs > 0), np.log10(hs / hf), np.nan)
+    return table.assign(log_hit_ratio=ratio)
+
+
+def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.DataFrame | None = None,
+            title: str | None = None, width: float = SINGLE * 1.4) -> plt.Figure:
+    """A phase diagram over two swept axes. `color` is `status` (incremental or not; undecided,
+    diverged and empty cells hatched grey) or a numeric column (viridis). With `thresholds` (rows
+    keyed by `y` when x is sigma0), the measured threshold is drawn as a line and gf_exact and the
+    Theorem 2 band are overlaid and labelled."""
+    xs, ys = np.sort(frame[x].unique()), np.sort(frame[y].unique())
+    grid = frame.pivot_table(index=y, columns=x, values=color, aggfunc="first").reindex(index=ys, columns=xs)
+    x_log, y_log = x in LOG_AXES, y in LOG_AXES
+    x_edges, y_edges = _cell_edges(xs, x_log), _cell_edges(ys, y_log)
+    fig, ax = plt.subplots(figsize=(width, width * 0.8), layout="constrained")
+    ax.add_patch(Rectangle((x_edges[0], y_edges[0]), x_edges[-1] - x_edges[0], y_edges[-1] - y_edges[0],
+                           facecolor=MISSING, hatch="///", edgecolor="white", lw=0, zorder=0))
+    if color == "status":
+        codes = grid.map(lambda v: CATEGORIES.index(v) if v in CATEGORIES else np.nan).to_numpy(float)
+        cmap = ListedColormap(OKABE_ITO[:2])
+        ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(codes), cmap=cmap,
+                      norm=BoundaryNorm([-0.5, 0.5, 1.5], 2))
+        legend = [Patch(color=OKABE_ITO[0], label="incremental"), Patch(color=OKABE_ITO[1], label="not incremental"),
+                  Patch(facecolor=MISSING, hatch="///", edgecolor="white", label="undecided / diverged / none")]
+    else:
+        values = grid.to_numpy(float)
+        mesh = ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(values), cmap="viridis")
+        fig.colorbar(mesh, ax=ax, label=_quantity_label(color))
+        legend = [Patch(facecolor=MISSING, hatch="///", edgecolor="white", label="no data")]
+    ax.set_xscale("log" if x_log else "linear")
+    ax.set_yscale("log" if y_log else "linear")
+    if not y_log and np.allclose(ys, np.round(ys)):
+        ax.set_yticks(ys)
+    if thresholds is not None and x == "sigma0":
+        legend += _overlay_thresholds(ax, thresholds, y, y_edges)
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel(axis_label(y))
+    ax.set_xlim(x_edges[0], x_edges[-1])
+    ax.set_ylim(y_edges[0], y_edges[-1])
+    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize=7, frameon=False)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return fig
+
+
+def _quantity_label(name: str) -> str:
+    return {"log_hit_ratio": r"$\log_{10}$(step $\sigma_j$ reaches $s\sigma^*_j$ / step $\sigma_i$ reaches $f\sigma^*_i$)",
+            "sigma0_th": r"threshold $\sigma_0^{th}$", "log10_sigma0_th": r"$\log_{10}\sigma_0^{th}$",
+            "final_loss": "final loss"}.get(name, name)
+
+
+def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarray) -> list:
+    """Per row of the heatmap: the measured threshold as a vertical segment joined into a step
+    line, gf_exact as a dashed line, the Theorem 2 band [lower, valid upper] shaded."""
+    rows = thresholds.sort_values(y)
+    centres = rows[y].to_numpy(float)
+    lo_edges = np.interp(centres, (y_edges[:-1] + y_edges[1:]) / 2, y_edges[:-1])
+    hi_edges = np.interp(centres, (y_edges[:-1] + y_edges[1:]) / 2, y_edges[1:])
+    handles = []
+    for col, style, label in (("sigma0_th", dict(color=OKABE_ITO[4], lw=2.6), "measured threshold"),
+                              ("gf_exact", dict(color="black", lw=1.2, ls="--"), "exact gradient flow")):
+        if col not in rows:
+            continue
+        xs = np.repeat(rows[col].to_numpy(float), 2)
+        ys = np.column_stack([lo_edges, hi_edges]).reshape(-1)
+        ax.plot(xs, ys, **style, label=label)
+        handles.append(plt.Line2D([], [], **style, label=label))
+    if {"thm2_lower", "thm2_upper_valid"} <= set(rows.columns):
+        for row, lo_e, hi_e in zip(rows.itertuples(), lo_edges, hi_edges):
+            if np.isfinite(row.thm2_upper_valid):
+                lower = max(row.thm2_lower, ax.get_xlim()[0] * 1e-3)
+                ax.fill_betweenx([lo_e, hi_e], lower, row.thm2_upper_valid, facecolor="none", edgecolor="black",
+                                 hatch="....", lw=0, alpha=0.5)
+                ax.plot([row.thm2_upper_valid] * 2, [lo_e, hi_e], color="black", lw=0.8)
+        handles.append(Patch(facecolor="none", edgecolor="black", hatch="....", label="Theorem 2 band (to upper bound)"))
+    return handles
+
+
+# ----------------------------------------------------------------------------- threshold curves
+
+
+def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4) -> plt.Figure:
+    """sigma0_th / sigma*_j against r on log axes, one colour per depth: measured (markers), the
+    exact gradient-flow curve (line) and the Theorem 2 band [lower, valid upper] (shaded) --
+    exponential in 1/(r-1) at N = 2, polynomial for N >= 3 (Gissin et al. Theorem 2)."""
+    fig, ax = plt.subplots(figsize=(width, width * 0.85), layout="constrained")
+    s, f = float(thresholds.s.iloc[0]), float(thresholds.f.iloc[0])
+    r_dense = np.geomspace(max(1.02, thresholds.r.min() * 0.95), thresholds.r.max() * 1.05, 60)
+    for n_i, (depth, rows) in enumerate(thresholds.groupby("depth")):
+        colour = OKABE_ITO[n_i % len(OKABE_ITO)]
+        ax.plot(rows.r, rows.sigma0_th / rows.sigma_star_j, "o", color=colour, ms=4, label=f"$N$ = {depth:g} measured")
+        exact = [math.exp(theory.log_gf_threshold(r, 1.0, s, f, float(depth))) for r in r_dense]
+        ax.plot(r_dense, exact, "-", color=colour, lw=1.2)
+        lower = [theory.thm2_bounds_printed(r, s, f, float(depth))[0] for r in r_dense]
+        upper = [theory.thm2_upper_valid(r, s, f, float(depth)) for r in r_dense]
+        ax.fill_between(r_dense, lower, upper, color=colour, alpha=0.15, lw=0)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _plain_ticks(ax.xaxis, r_dense)
+    measured = (thresholds.sigma0_th / thresholds.sigma_star_j).to_numpy(float)
+    finite = measured[np.isfinite(measured) & (measured > 0)]
+    if len(finite):     # the N = 2 lower bound falls to 1e-70 and below: keep the data readable
+        ax.set_ylim(max(ax.get_ylim()[0], finite.min() / 1e4), min(ax.get_ylim()[1], 1.0))
+    ax.set_xlabel(axis_label("r"))
+    ax.set_ylabel(r"threshold $\sigma_0^{th} / \sigma^*_j$")
+    ax.set_title(f"({s:g}, {f:g})-incremental learning", fontsize=9)
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [plt.Line2D([], [], color="0.3"), Patch(color="0.3", alpha=0.15)]
+    labels += ["exact gradient flow", "Theorem 2 band"]
+    ax.legend(handles, labels, fontsize=7, frameon=False, loc="lower right")
+    return fig
+
+
+def _plain_ticks(axis, values) -> None:
+    """Readable ticks (1.5, 2, 3, ...) on a short log axis."""
+    candidates = np.array([1.1, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100])
+    inside = candidates[(candidates >= np.min(values)) & (candidates <= np.max(values))]
+    if len(inside) >= 2:
+        axis.set_major_locator(matplotlib.ticker.FixedLocator(inside))
+        axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def lr_map(thresholds: pd.DataFrame, width: float = SINGLE * 1.4) -> plt.Figure:
+    """Threshold against learning rate at N = 2 with Theorem 3's bounds and the gradient-flow
+    limit, one colour per pair (Gissin et al. Theorem 3)."""
+    rows = thresholds[thresholds.depth == 2]
+    fig, ax = plt.subplots(figsize=(width, width * 0.85), layout="constrained")
+    for p_i, ((i, j), pair) in enumerate(rows.groupby(["i", "j"])):
+        colour = OKABE_ITO[p_i % len(OKABE_ITO)]
+        pair = pair.sort_values("lr")
+        ax.plot(pair.lr, pair.sigma0_th, "o-", color=colour, ms=4, lw=1, label=f"pair ({i}, {j}), r = {pair.r.iloc[0]:g}")
+        ax.fill_between(pair.lr, pair.thm3_lower, pair.thm3_upper, color=colour, alpha=0.15, lw=0)
+        ax.axhline(pair.gf_exact.iloc[0], color=colour, ls="--", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(axis_label("lr"))
+    ax.set_ylabel(r"threshold $\sigma_0^{th}$")
+    ax.set_title("$N$ = 2: measured (dots), Theorem 3 band (shaded), gradient flow (dashed)", fontsize=8)
+    ax.legend(fontsize=7, frameon=False)
+    return fig
