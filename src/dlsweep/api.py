@@ -16,7 +16,7 @@ from dlsweep.analysis import incremental
 from dlsweep.spec import Sweep
 from dlsweep.store import load, load_trajectories
 
-__all__ = ["RunReport", "run", "thresholds", "show", "list_models", "load", "load_trajectories", "default_folder"]
+__all__ = ["RunReport", "run", "thresholds", "plot_run", "show", "list_models", "load", "load_trajectories", "default_folder"]
 
 THRESHOLDS_FILE = "thresholds.parquet"
 
@@ -150,10 +150,7 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
         raise incremental.ThresholdError(f"--method {method!r}: expected grid or bisect")
     if not 0 < rtol < 1:
         raise incremental.ThresholdError(f"--rtol {rtol!r}: expected a number in (0, 1)")
-    spec_file = folder / store.SPEC_FILE
-    if not spec_file.exists():
-        raise store.StoreError(f"{folder}: no {store.SPEC_FILE}; not a dlsweep run folder")
-    sweep = spec_module.load(spec_file)
+    sweep = spec_module.load(_spec_file(folder))
     if "sigma0" not in sweep.axes or "sigma_star" not in sweep.task:
         raise incremental.ThresholdError(f"{folder}: thresholds need a sigma0 axis and targets sigma_star")
     incremental.check_levels(s, f, sweep.record.levels)
@@ -217,6 +214,107 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: fl
     table["bracket_lo"], table["bracket_hi"] = lo, hi
     table["method"] = "bisect"
     return table
+
+
+PLOT_KINDS = ("heatmap", "trajectories", "thresholds", "lr")
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y: str | None = None,
+             color: str | None = None, pair: tuple[int, int] | None = None, s: float = 0.05, f: float = 0.95,
+             out: str | Path | None = None) -> list[Path]:
+    """Draw one figure of a run folder; it lands in `DIR/figures/<kind>[...].png` and at `out`.
+
+    heatmap: x (default sigma0) by y (default depth), colour `status` of `pair` (default the two
+    largest targets) or a numeric column (`log_hit_ratio`, `final_loss`, ...), with the measured
+    threshold, gf_exact and the Theorem 2 band over it; x by y = r by depth with colour
+    `log10_sigma0_th` maps the thresholds themselves. trajectories: sigma_i(t) faceted by sigma0 x
+    depth. thresholds: sigma0_th against r per depth. lr: sigma0_th against lr at N = 2."""
+    from dlsweep import plot
+
+    folder = Path(folder)
+    if kind not in PLOT_KINDS:
+        raise incremental.ThresholdError(f"--kind {kind!r}: expected one of {', '.join(PLOT_KINDS)}")
+    if out is not None and Path(out).suffix not in FIGURE_SUFFIXES:
+        raise store.StoreError(f"-o {out}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
+    sweep = spec_module.load(_spec_file(folder))
+    sigma_star = sweep.task["sigma_star"]
+    pair = pair or incremental.pairs_for(sigma_star, "adjacent")[0]
+    incremental.pairs_for(sigma_star, [pair])
+    runs = load(folder)
+    name = kind
+    if kind == "trajectories":
+        picked = _spread(runs.sigma0.unique(), 3)
+        chosen = runs[runs.sigma0.isin(picked) & runs.depth.isin(_spread(runs.depth.unique(), 6))]
+        if "lr" in chosen and chosen.lr.nunique() > 1:
+            chosen = chosen[chosen.lr == chosen.lr.min()]
+        traj = load_trajectories(folder)
+        figure = plot.trajectories(traj[traj.run_id.isin(chosen.run_id)], chosen, sigma_star, rows="sigma0",
+                                   cols="depth", s=s, f=f, pair=pair)
+    elif kind == "heatmap" and (x, y) == ("r", "depth"):
+        table = _thresholds_for(folder, s, f, "all").assign(
+            log10_threshold_over_target=lambda t: np.log10(t.sigma0_th / t.sigma_star_j))
+        figure = plot.heatmap(table[table.i == pair[0]], "r", "depth", color or "log10_threshold_over_target",
+                              title=f"threshold against r (values below {sigma_star[pair[0]]:g})")
+        name = "heatmap-r-depth"
+    elif kind == "heatmap":
+        x, y = x or "sigma0", y or ("depth" if "depth" in sweep.axes else "lr")
+        for axis in (x, y):
+            if axis not in sweep.axes:
+                raise incremental.ThresholdError(f"--x/--y {axis!r}: not an axis of this run ({', '.join(sweep.axes)})")
+        frame = plot.decisions_frame(runs, pair, s, f)
+        other = [a for a in sweep.axes if a not in (x, y)]
+        for axis in other:           # one slice of the other axes: their first value
+            frame = frame[frame[axis] == frame[axis].min()]
+        table = _thresholds_for(folder, s, f, [pair])
+        table = table[(table.i == pair[0]) & (table.j == pair[1])]
+        for axis in other:
+            table = table[table[axis] == table[axis].min()] if axis in table else table
+        figure = plot.heatmap(frame, x, y, color or "status", thresholds=table if x == "sigma0" else None,
+                              title=f"pair ({pair[0]}, {pair[1]}): $\\sigma^*$ = {sigma_star[pair[0]]:g} vs "
+                                    f"{sigma_star[pair[1]]:g}, (s, f) = ({s:g}, {f:g})")
+        name = f"heatmap-{x}-{y}"
+    elif kind == "thresholds":
+        table = _thresholds_for(folder, s, f, None)
+        figure = plot.threshold_curves(table[table.status == "ok"])
+    else:
+        table = _thresholds_for(folder, s, f, None)
+        if not (table.depth == 2).any() or "lr" not in table or table.lr.nunique() < 2:
+            raise incremental.ThresholdError(f"{folder}: the lr figure needs depth 2 and several learning rates")
+        figure = plot.lr_map(table[table.status == "ok"])
+    paths = [folder / "figures" / f"{name}.png"] + ([Path(out)] if out else [])
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, dpi=150)
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+    return paths
+
+
+def _spec_file(folder: Path) -> Path:
+    spec_file = folder / store.SPEC_FILE
+    if not spec_file.exists():
+        raise store.StoreError(f"{folder}: no {store.SPEC_FILE}; not a dlsweep run folder")
+    return spec_file
+
+
+def _thresholds_for(folder: Path, s: float, f: float, pairs) -> pd.DataFrame:
+    """The folder's thresholds.parquet when it matches (s, f) (and holds the pairs), else grid
+    thresholds computed now (not written)."""
+    path = folder / THRESHOLDS_FILE
+    if path.exists():
+        table = pd.read_parquet(path)
+        if len(table) and {"s", "f", "sigma_star_j", "gf_exact"} <= set(table) and table.s.iloc[0] == s and table.f.iloc[0] == f:
+            if pairs in (None, "all") or set(map(tuple, pairs)) <= set(zip(table.i, table.j)):
+                return table
+    return thresholds(folder, s=s, f=f, pairs=pairs or "adjacent", method="grid", write=False)
+
+
+def _spread(values, count: int) -> list:
+    """Up to `count` values spread evenly over the sorted unique values."""
+    values = np.sort(np.unique(values))
+    return list(values[np.unique(np.linspace(0, len(values) - 1, min(count, len(values))).round().astype(int))])
 
 
 def show(folder: str | Path) -> dict:

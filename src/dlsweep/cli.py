@@ -1,4 +1,5 @@
-"""Command line: `dlsweep run | thresholds | show | models`. A thin shell over `dlsweep.api`."""
+"""Command line: `dlsweep run | thresholds | plot | reproduce | show | models`. A thin shell over
+`dlsweep.api`."""
 
 from __future__ import annotations
 
@@ -37,6 +38,23 @@ def _parser() -> argparse.ArgumentParser:
     th.add_argument("--method", choices=("grid", "bisect"), default="grid",
                     help="grid: read off the sigma0 axis; bisect: refine by batched bisection in ln sigma0")
     th.add_argument("--rtol", type=float, default=1e-4, help="bisection: relative width of the final bracket")
+
+    pl = verbs.add_parser("plot", help="draw a figure of a run (also saved under DIR/figures/)")
+    pl.add_argument("folder", help="a run folder")
+    pl.add_argument("--kind", choices=api.PLOT_KINDS, default="heatmap")
+    pl.add_argument("--x", help="heatmap x axis (default sigma0; with --y depth, r maps the thresholds)")
+    pl.add_argument("--y", help="heatmap y axis (default depth)")
+    pl.add_argument("--color", help="heatmap colour: status (default), log_hit_ratio, final_loss, ...")
+    pl.add_argument("--pair", type=_pairs, help="the pair i-j for heatmaps and guides (default: the two largest targets)")
+    pl.add_argument("--s", type=float, default=0.05, help="level s of Definition 1 (default 0.05)")
+    pl.add_argument("--f", type=float, default=0.95, help="level f of Definition 1 (default 0.95)")
+    pl.add_argument("-o", "--out", help="also write the figure here (.png, .pdf or .svg)")
+
+    rp = verbs.add_parser("reproduce", help="run a bundled reproduction of a paper figure")
+    rp.add_argument("name", nargs="?", help="e.g. gissin-depth-separation (see --list)")
+    rp.add_argument("--list", action="store_true", help="list the reproductions and their paper figures")
+    rp.add_argument("--quick", action="store_true", help="a small version (under a minute on a laptop CPU)")
+    rp.add_argument("--out-root", default="runs", help="where run folders go (default runs/)")
 
     show = verbs.add_parser("show", help="summary of a finished or partial run folder")
     show.add_argument("folder")
@@ -93,6 +111,32 @@ def _thresholds(args) -> int:
     return 0
 
 
+def _plot(args) -> int:
+    pair = args.pair[0] if isinstance(args.pair, list) else None
+    if args.pair is not None and (not isinstance(args.pair, list) or len(args.pair) != 1):
+        raise ThresholdError(f"--pair: expected one pair like 0-1, got {args.pair!r}")
+    for path in api.plot_run(args.folder, kind=args.kind, x=args.x, y=args.y, color=args.color, pair=pair,
+                             s=args.s, f=args.f, out=args.out):
+        print(path)
+    return 0
+
+
+def _reproduce(args) -> int:
+    from dlsweep import reproduce
+
+    if args.list or not args.name:
+        for repro in reproduce.REPRODUCTIONS.values():
+            print(f"{repro.name:<26} {repro.paper}\n{'':<26} {repro.what}")
+        return 0
+    done = reproduce.run(args.name, quick=args.quick, out_root=args.out_root)
+    print(f"{done.name}: run folder {done.folder}")
+    if done.thresholds:
+        print(f"thresholds: {done.thresholds}")
+    for path in done.figures:
+        print(f"figure: {path}")
+    return 0
+
+
 def _show(args) -> int:
     summary = api.show(args.folder)
     if args.json:
@@ -117,7 +161,9 @@ def _models(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "thresholds": _thresholds, "show": _show, "models": _models}[args.verb](args)
+        verbs = {"run": _run, "thresholds": _thresholds, "plot": _plot, "reproduce": _reproduce, "show": _show,
+                 "models": _models}
+        return verbs[args.verb](args)
     except (SpecError, StoreError, ThresholdError) as err:
         print(f"dlsweep: error: {err}", file=sys.stderr)
         return 2

@@ -127,7 +127,9 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
     xs, ys = np.sort(frame[x].unique()), np.sort(frame[y].unique())
     grid = frame.pivot_table(index=y, columns=x, values=color, aggfunc="first").reindex(index=ys, columns=xs)
     x_log, y_log = x in LOG_AXES, y in LOG_AXES
-    x_edges, y_edges = _cell_edges(xs, x_log), _cell_edges(ys, y_log)
+    y_rows = not y_log and np.allclose(ys, np.round(ys))       # integer axis (depth, seed): equal rows
+    x_edges = _cell_edges(xs, x_log)
+    y_edges = np.arange(len(ys) + 1) - 0.5 if y_rows else _cell_edges(ys, y_log)
     fig, ax = plt.subplots(figsize=(width, width * 0.8), layout="constrained")
     ax.add_patch(Rectangle((x_edges[0], y_edges[0]), x_edges[-1] - x_edges[0], y_edges[-1] - y_edges[0],
                            facecolor=MISSING, hatch="///", edgecolor="white", lw=0, zorder=0))
@@ -145,10 +147,13 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
         legend = [Patch(facecolor=MISSING, hatch="///", edgecolor="white", label="no data")]
     ax.set_xscale("log" if x_log else "linear")
     ax.set_yscale("log" if y_log else "linear")
-    if not y_log and np.allclose(ys, np.round(ys)):
-        ax.set_yticks(ys)
+    if x_log:
+        _plain_ticks(ax.xaxis, xs)
+    if y_rows:
+        ax.set_yticks(np.arange(len(ys)), [f"{v:g}" for v in ys])
     if thresholds is not None and x == "sigma0":
-        legend += _overlay_thresholds(ax, thresholds, y, y_edges)
+        row_of = {v: n for n, v in enumerate(ys)} if y_rows else None
+        legend += _overlay_thresholds(ax, thresholds[thresholds[y].isin(ys)], y, y_edges, row_of)
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))
     ax.set_xlim(x_edges[0], x_edges[-1])
@@ -161,17 +166,22 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
 
 def _quantity_label(name: str) -> str:
     return {"log_hit_ratio": r"$\log_{10}$(step $\sigma_j$ reaches $s\sigma^*_j$ / step $\sigma_i$ reaches $f\sigma^*_i$)",
-            "sigma0_th": r"threshold $\sigma_0^{th}$", "log10_sigma0_th": r"$\log_{10}\sigma_0^{th}$",
+            "sigma0_th": r"threshold $\sigma_0^{th}$",
+            "log10_threshold_over_target": r"$\log_{10}(\sigma_0^{th} / \sigma^*_j)$",
             "final_loss": "final loss"}.get(name, name)
 
 
-def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarray) -> list:
+def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarray, row_of: dict | None) -> list:
     """Per row of the heatmap: the measured threshold as a vertical segment joined into a step
-    line, gf_exact as a dashed line, the Theorem 2 band [lower, valid upper] shaded."""
+    line, gf_exact as a dashed line, the Theorem 2 band [lower, valid upper] hatched."""
     rows = thresholds.sort_values(y)
-    centres = rows[y].to_numpy(float)
-    lo_edges = np.interp(centres, (y_edges[:-1] + y_edges[1:]) / 2, y_edges[:-1])
-    hi_edges = np.interp(centres, (y_edges[:-1] + y_edges[1:]) / 2, y_edges[1:])
+    if row_of is not None:
+        index = np.array([row_of[v] for v in rows[y]])
+        lo_edges, hi_edges = y_edges[index], y_edges[index + 1]
+    else:
+        centres = rows[y].to_numpy(float)
+        lo_edges = np.interp(centres, (y_edges[:-1] + y_edges[1:]) / 2, y_edges[:-1])
+        hi_edges = np.interp(centres, (y_edges[:-1] + y_edges[1:]) / 2, y_edges[1:])
     handles = []
     for col, style, label in (("sigma0_th", dict(color=OKABE_ITO[4], lw=2.6), "measured threshold"),
                               ("gf_exact", dict(color="black", lw=1.2, ls="--"), "exact gradient flow")):
@@ -213,10 +223,7 @@ def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4) -> p
     ax.set_xscale("log")
     ax.set_yscale("log")
     _plain_ticks(ax.xaxis, r_dense)
-    measured = (thresholds.sigma0_th / thresholds.sigma_star_j).to_numpy(float)
-    finite = measured[np.isfinite(measured) & (measured > 0)]
-    if len(finite):     # the N = 2 lower bound falls to 1e-70 and below: keep the data readable
-        ax.set_ylim(max(ax.get_ylim()[0], finite.min() / 1e4), min(ax.get_ylim()[1], 1.0))
+    _clip_to_data(ax, thresholds.sigma0_th / thresholds.sigma_star_j)     # N = 2's lower bound: 1e-70
     ax.set_xlabel(axis_label("r"))
     ax.set_ylabel(r"threshold $\sigma_0^{th} / \sigma^*_j$")
     ax.set_title(f"({s:g}, {f:g})-incremental learning", fontsize=9)
@@ -231,7 +238,7 @@ def _plain_ticks(axis, values) -> None:
     """Readable ticks (1.5, 2, 3, ...) on a short log axis."""
     candidates = np.array([1.1, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100])
     inside = candidates[(candidates >= np.min(values)) & (candidates <= np.max(values))]
-    if len(inside) >= 2:
+    if np.max(values) / np.min(values) < 100 and len(inside) >= 2:
         axis.set_major_locator(matplotlib.ticker.FixedLocator(inside))
         axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -250,8 +257,20 @@ def lr_map(thresholds: pd.DataFrame, width: float = SINGLE * 1.4) -> plt.Figure:
         ax.axhline(pair.gf_exact.iloc[0], color=colour, ls="--", lw=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _clip_to_data(ax, rows.sigma0_th)
     ax.set_xlabel(axis_label("lr"))
     ax.set_ylabel(r"threshold $\sigma_0^{th}$")
-    ax.set_title("$N$ = 2: measured (dots), Theorem 3 band (shaded), gradient flow (dashed)", fontsize=8)
-    ax.legend(fontsize=7, frameon=False)
+    ax.set_title("$N$ = 2, gradient descent", fontsize=9)
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [plt.Line2D([], [], color="0.3", ls="--"), Patch(color="0.3", alpha=0.15)]
+    labels += ["gradient flow (exact)", "Theorem 3 band"]
+    ax.legend(handles, labels, fontsize=7, frameon=False)
     return fig
+
+
+def _clip_to_data(ax, values, decades: float = 4.0) -> None:
+    """Keep a log y axis readable when a bound falls to 1e-100: at most `decades` below the data."""
+    values = np.asarray(values, float)
+    finite = values[np.isfinite(values) & (values > 0)]
+    if len(finite):
+        ax.set_ylim(max(ax.get_ylim()[0], finite.min() / 10**decades), min(ax.get_ylim()[1], finite.max() * 10))
