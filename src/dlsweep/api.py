@@ -144,7 +144,9 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
 
     `grid` reads them off the run's sigma0 axis (interpolated in ln sigma0); `bisect` refines each
     grid bracket by vectorized bisection in ln sigma0, every cell at once, one batched engine call
-    a round, to relative width `rtol`."""
+    a round, to relative width `rtol`. Bisection finds a boundary inside the grid's bracket: under
+    GD the incremental set can be non-monotone within about one step's worth of sigma0 (THEORY.md
+    2.2), so where that matters, a fine sigma0 axis with `grid` finds the largest incremental one."""
     folder = Path(folder)
     if method not in ("grid", "bisect"):
         raise incremental.ThresholdError(f"--method {method!r}: expected grid or bisect")
@@ -168,6 +170,8 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
     table.insert(4, "sigma_star_j", [sigma_star[j] for j in table.j])
     table.insert(5, "s", s)
     table.insert(6, "f", f)
+    first = ["i", "j", "r", "sigma_star_i", "sigma_star_j", "s", "f", *cells]
+    table = table[first + [c for c in table.columns if c not in first]]
     if sweep.model == "toy" and "depth" in table:
         table = incremental.theory_columns(table, sigma_star, s, f, max(sigma_star))
     if write:
@@ -185,8 +189,9 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: fl
         return table
     quick = dataclasses.replace(sweep, record=dataclasses.replace(sweep.record, points=2))
     program, _, task = compile_inputs(quick)
-    size = grid.chunk_size_for(len(table), 1)
+    size = grid.chunk_size_for(len(table), engine.bytes_per_trajectory(program, list(sweep.axes), task))
     compiled = engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed)
+    plan = grid.chunks(len(table), size)
     level = {name: k for k, name in enumerate(store.level_name(v) for v in sweep.record.levels)}
     i, j = table.i.to_numpy(), table.j.to_numpy()
     lo, hi = table.bracket_lo.to_numpy(float), table.bracket_hi.to_numpy(float)
@@ -199,10 +204,11 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: fl
         mid = np.sqrt(lo * hi)
         hps = {axis: table[axis].to_numpy() for axis in cells} | {"sigma0": np.where(todo, mid, lo)}
         hps = {axis: hps[axis] for axis in sweep.axes}
-        summary, _ = compiled(rows, hps, task)
-        hits = summary["hit"]
+        parts = [compiled(rows[c.start:c.stop], {k: v[c.start:c.stop] for k, v in hps.items()}, task)[0] for c in plan]
+        hits = np.concatenate([p["hit"] for p in parts])
+        diverged = np.concatenate([p["diverged"] for p in parts])
         status = incremental.decide(hits[rows, i, level[store.level_name(f)]], hits[rows, j, level[store.level_name(s)]],
-                                    summary["diverged"])
+                                    diverged)
         new_lo, new_hi, stuck = incremental.bisect_update(lo, hi, mid, status)
         lo, hi = np.where(todo, new_lo, lo), np.where(todo, new_hi, hi)
         stalled = todo & stuck
@@ -211,6 +217,7 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: fl
         table.loc[todo, "rounds"] += 1
     done = (table.status == "ok").to_numpy()
     table.loc[done, "sigma0_th"] = lo[done]
+    table.loc[(table.rounds > 0) & ~done, "sigma0_th"] = np.nan        # stalled: no threshold claimed
     table["bracket_lo"], table["bracket_hi"] = lo, hi
     table["method"] = "bisect"
     return table
@@ -235,7 +242,7 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     folder = Path(folder)
     if kind not in PLOT_KINDS:
         raise incremental.ThresholdError(f"--kind {kind!r}: expected one of {', '.join(PLOT_KINDS)}")
-    if out is not None and Path(out).suffix not in FIGURE_SUFFIXES:
+    if out is not None and Path(out).suffix.lower() not in FIGURE_SUFFIXES:
         raise store.StoreError(f"-o {out}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
     sweep = spec_module.load(_spec_file(folder))
     sigma_star = sweep.task["sigma_star"]
@@ -262,7 +269,13 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         for axis in (x, y):
             if axis not in sweep.axes:
                 raise incremental.ThresholdError(f"--x/--y {axis!r}: not an axis of this run ({', '.join(sweep.axes)})")
+        if x == y:
+            raise incremental.ThresholdError(f"--x and --y are both {x!r}: a heatmap needs two different axes")
         frame = plot.decisions_frame(runs, pair, s, f)
+        if color is not None and color not in frame:
+            numeric = [c for c in frame.columns if frame[c].dtype.kind in "fi" and c not in sweep.axes]
+            raise incremental.ThresholdError(f"--color {color!r}: expected status or a numeric column: "
+                                             f"{', '.join(numeric)}")
         other = [a for a in sweep.axes if a not in (x, y)]
         for axis in other:           # one slice of the other axes: their first value
             frame = frame[frame[axis] == frame[axis].min()]

@@ -67,11 +67,12 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
                 panel = panel[panel[rows] == rv]
             if cols:
                 panel = panel[panel[cols] == cv]
-            for run_id, one in panel.groupby("run_id"):
+            for n_run, (run_id, one) in enumerate(panel.groupby("run_id")):
                 t = one["step"].to_numpy() * (one["lr"].to_numpy() if time == "lr" else 1.0)
+                labelled = (r_i, c_i, n_run) == (0, 0, 0)
                 for v in range(k):
                     ax.plot(t, one[f"sigma_{v}"], color=OKABE_ITO[v % len(OKABE_ITO)], lw=1.2,
-                            label=rf"$\sigma^*$ = {sigma_star[v]:g}" if (r_i, c_i) == (0, 0) else None)
+                            label=rf"$\sigma^*$ = {sigma_star[v]:g}" if labelled else None)
             for v in range(k):
                 ax.axhline(sigma_star[v], color=OKABE_ITO[v % len(OKABE_ITO)], ls=":", lw=0.8)
             if f is not None and pair is not None:
@@ -152,8 +153,7 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
     if y_rows:
         ax.set_yticks(np.arange(len(ys)), [f"{v:g}" for v in ys])
     if thresholds is not None and x == "sigma0":
-        row_of = {v: n for n, v in enumerate(ys)} if y_rows else None
-        legend += _overlay_thresholds(ax, thresholds[thresholds[y].isin(ys)], y, y_edges, row_of)
+        legend += _overlay_thresholds(ax, thresholds[thresholds[y].isin(ys)], y, y_edges, list(ys))
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))
     ax.set_xlim(x_edges[0], x_edges[-1])
@@ -171,17 +171,13 @@ def _quantity_label(name: str) -> str:
             "final_loss": "final loss"}.get(name, name)
 
 
-def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarray, row_of: dict | None) -> list:
-    """Per row of the heatmap: the measured threshold as a vertical segment joined into a step
-    line, gf_exact as a dashed line, the Theorem 2 band [lower, valid upper] hatched."""
+def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarray, y_values: list) -> list:
+    """Per row of the heatmap (the cell between y_edges[n] and y_edges[n+1] holds y_values[n]):
+    the measured threshold as a vertical segment joined into a step line, gf_exact as a dashed
+    line, the Theorem 2 band [lower, valid upper] hatched."""
     rows = thresholds.sort_values(y)
-    if row_of is not None:
-        index = np.array([row_of[v] for v in rows[y]])
-        lo_edges, hi_edges = y_edges[index], y_edges[index + 1]
-    else:
-        centres = rows[y].to_numpy(float)
-        lo_edges = np.interp(centres, (y_edges[:-1] + y_edges[1:]) / 2, y_edges[:-1])
-        hi_edges = np.interp(centres, (y_edges[:-1] + y_edges[1:]) / 2, y_edges[1:])
+    index = np.array([y_values.index(v) for v in rows[y]], dtype=int)
+    lo_edges, hi_edges = y_edges[index], y_edges[index + 1]
     handles = []
     for col, style, label in (("sigma0_th", dict(color=OKABE_ITO[4], lw=2.6), "measured threshold"),
                               ("gf_exact", dict(color="black", lw=1.2, ls="--"), "exact gradient flow")):

@@ -86,13 +86,15 @@ def decisions(runs: pd.DataFrame, pairs, s: float, f: float) -> pd.DataFrame:
 
 
 def _interpolate(lo: float, hi: float, margin_lo: float, margin_hi: float) -> float:
-    """Zero of the hitting-step margin, linear in ln sigma0 between an incremental `lo` (margin
-    > 0) and a non-incremental `hi` (margin <= 0); the geometric midpoint where a margin is unknown."""
+    """Where the integer hitting-step margin hs - hf crosses from >= 1 (incremental, at `lo`) to
+    <= 0 (not, at `hi`): its value 1/2, linear in ln sigma0, so the result lies strictly inside
+    the bracket; the geometric midpoint where a margin is unknown."""
     if np.isfinite(margin_lo) and np.isfinite(margin_hi) and margin_lo > margin_hi:
-        weight = margin_lo / (margin_lo - margin_hi)
+        weight = (margin_lo - 0.5) / (margin_lo - margin_hi)
     else:
         weight = 0.5
-    return math.exp(math.log(lo) + weight * (math.log(hi) - math.log(lo)))
+    value = math.exp(math.log(lo) + weight * (math.log(hi) - math.log(lo)))
+    return min(max(value, lo), math.nextafter(hi, 0.0))
 
 
 def grid_thresholds(table: pd.DataFrame, cell_columns: list[str]) -> pd.DataFrame:
@@ -137,24 +139,27 @@ def bisect_update(lo: np.ndarray, hi: np.ndarray, mid: np.ndarray, status: np.nd
 def theory_columns(table: pd.DataFrame, sigma_star, s: float, f: float, sigma_star_max: float) -> pd.DataFrame:
     """The theory of Gissin et al. beside each threshold row (needs `depth`; `lr` for Theorem 3):
     gf_exact (and its log10, exact also below the float range), Theorem 2 as printed and the
-    valid N >= 3 upper bound, whether gf_exact breaks the printed bound, Theorem 3 for GD at N = 2."""
+    valid N >= 3 upper bound, whether gf_exact breaks the printed bound, Theorem 3 for GD at N = 2.
+    A value below the float64 range is NaN with a `theory_note`, never 0."""
+    gf_cache: dict = {}
     out = []
     for row in table.itertuples(index=False):
         si, sj, depth = sigma_star[row.i], sigma_star[row.j], float(row.depth)
         r = si / sj
-        lower, upper = theory.thm2_bounds_printed(r, s, f, depth, sj)
-        valid = theory.thm2_upper_valid(r, s, f, depth, sj)
         notes = []
-        try:
-            log_th = theory.log_gf_threshold(si, sj, s, f, depth)
-        except ArithmeticError as err:
-            log_th = math.nan
-            notes.append(f"no gf_exact: {err}")
+        key = (si, sj, depth)
+        if key not in gf_cache:
+            try:
+                gf_cache[key] = (theory.log_gf_threshold(si, sj, s, f, depth), "")
+            except ArithmeticError as err:
+                gf_cache[key] = (math.nan, f"no gf_exact: {err}")
+        log_th, error = gf_cache[key]
+        notes += [error] if error else []
         if log_th == -math.inf:
             notes.append(f"N = {depth:g}: gradient flow is never ({s:g}, {f:g})-incremental (no gf_exact)")
-        elif log_th < LOG_FLOAT64_TINY:
-            notes.append(f"gf_exact = 10^{log_th / math.log(10):.6g} is below the float64 range")
-        gf = math.exp(log_th) if log_th >= LOG_FLOAT64_TINY else math.nan     # False for NaN too
+        log_bounds = theory.log_thm2_bounds(r, s, f, depth, sj)
+        gf, lower, upper, valid = (_from_log(v, name, notes) for v, name in
+                                   zip((log_th, *log_bounds), ("gf_exact", "thm2_lower", "thm2_upper", "thm2_upper_valid")))
         if depth == 2 and hasattr(row, "lr"):
             t3_lower, t3_upper, reason = theory.thm3_bounds(si, sj, sigma_star_max, float(row.lr), s, f)
         else:
@@ -164,8 +169,18 @@ def theory_columns(table: pd.DataFrame, sigma_star, s: float, f: float, sigma_st
             "gf_exact_log10": log_th / math.log(10) if log_th > -math.inf else -math.inf,
             "rel_error": row.sigma0_th / gf - 1 if gf > 0 else math.nan,
             "thm2_lower": lower, "thm2_upper": upper, "thm2_upper_valid": valid,
-            "thm2_printed_violated": bool(depth >= 3 and gf > upper),
+            "thm2_printed_violated": bool(depth >= 3 and log_th > log_bounds[1]),
             "thm3_lower": t3_lower, "thm3_upper": t3_upper, "thm3_reason": reason,
             "theory_note": "; ".join(notes),
         })
     return pd.concat([table.reset_index(drop=True), pd.DataFrame(out)], axis=1)
+
+
+def _from_log(log_value: float, name: str, notes: list[str]) -> float:
+    """exp of a log value, or NaN with a note when it lies below the float64 range."""
+    if math.isnan(log_value) or log_value == -math.inf:
+        return math.nan
+    if log_value < LOG_FLOAT64_TINY:
+        notes.append(f"{name} = 10^{log_value / math.log(10):.6g} is below the float64 range")
+        return math.nan
+    return math.exp(log_value)

@@ -142,30 +142,39 @@ def log_gf_threshold(sigma_star_i: float, sigma_star_j: float, s: float, f: floa
 # ----------------------------------------------------------------------------- Theorem 2 (GF)
 
 
-def thm2_bounds_printed(r: float, s: float, f: float, depth: float, sigma_star_j: float = 1.0) -> tuple[float, float]:
-    """Theorem 2 of Gissin et al. exactly as printed: (lower, upper) on sigma0_th, for N = 2 and
-    N >= 3 (THEORY.md 2.3; the N >= 3 upper bound is not valid in general)."""
+def log_thm2_bounds(r: float, s: float, f: float, depth: float, sigma_star_j: float = 1.0) -> tuple[float, float, float]:
+    """ln of Theorem 2's bounds on sigma0_th (THEORY.md 2.3): (printed lower, printed upper, valid
+    upper). In logs because at N = 2 and r near 1 they fall far below the float range.
+
+    N = 2:   s s*_j (s/(f r))^(1/((1-f)(r-1)))  <=  sigma0_th  <=  s s*_j (s/(f r))^((1-s)/(r-1))
+    N >= 3:  s s*_j ((1-f)(r-1)/(1+(1-f)(r-1)))^(N/(N-2))  <=  sigma0_th  <=  s s*_j ((r-1)/(r-s))^(N/(N-2))
+    The printed N >= 3 upper bound is not valid in general; the one Appendix A proves is
+    s s*_j [1 + ((1-s)/(r-1)) (1 - (s/(f r))^p)]^(-1/p), p = 1 - 2/N (N = 2: the printed one).
+    NaN below N = 2."""
+    base = math.log(s * sigma_star_j)
     if depth == 2:
-        lower = s * sigma_star_j * (s / (f * r)) ** (1 / ((1 - f) * (r - 1)))
-        upper = s * sigma_star_j * (s / (f * r)) ** ((1 - s) / (r - 1))
-    elif depth >= 3:
-        power = 1.0 if math.isinf(depth) else depth / (depth - 2)
-        lower = s * sigma_star_j * ((1 - f) * (r - 1) / (1 + (1 - f) * (r - 1))) ** power
-        upper = s * sigma_star_j * ((r - 1) / (r - s)) ** power
-    else:
-        return math.nan, math.nan
-    return lower, upper
+        lower = base + math.log(s / (f * r)) / ((1 - f) * (r - 1))
+        upper = base + math.log(s / (f * r)) * (1 - s) / (r - 1)
+        return lower, upper, upper
+    if depth < 3:
+        return math.nan, math.nan, math.nan
+    power = 1.0 if math.isinf(depth) else depth / (depth - 2)
+    lower = base + power * math.log((1 - f) * (r - 1) / (1 + (1 - f) * (r - 1)))
+    upper = base + power * math.log((r - 1) / (r - s))
+    p = 1.0 if math.isinf(depth) else 1 - 2 / depth
+    valid = base - math.log(1 + (1 - s) / (r - 1) * (1 - (s / (f * r)) ** p)) / p
+    return lower, upper, valid
+
+
+def thm2_bounds_printed(r: float, s: float, f: float, depth: float, sigma_star_j: float = 1.0) -> tuple[float, float]:
+    """Theorem 2 of Gissin et al. exactly as printed: (lower, upper) on sigma0_th (see log_thm2_bounds)."""
+    lower, upper, _ = log_thm2_bounds(r, s, f, depth, sigma_star_j)
+    return math.exp(lower), math.exp(upper)
 
 
 def thm2_upper_valid(r: float, s: float, f: float, depth: float, sigma_star_j: float = 1.0) -> float:
-    """The N >= 3 upper bound that Appendix A's argument proves (THEORY.md 2.3):
-    s s*_j [1 + ((1-s)/(r-1)) (1 - (s/(f r))^p)]^(-1/p), p = 1 - 2/N; for N = 2 the printed bound."""
-    if depth == 2:
-        return thm2_bounds_printed(r, s, f, depth, sigma_star_j)[1]
-    if depth < 3:
-        return math.nan
-    p = 1.0 if math.isinf(depth) else 1 - 2 / depth
-    return s * sigma_star_j * (1 + (1 - s) / (r - 1) * (1 - (s / (f * r)) ** p)) ** (-1 / p)
+    """The upper bound on sigma0_th that Appendix A's argument proves (see log_thm2_bounds)."""
+    return math.exp(log_thm2_bounds(r, s, f, depth, sigma_star_j)[2])
 
 
 # ----------------------------------------------------------------------------- Theorem 3 (GD, N = 2)

@@ -1,0 +1,490 @@
+"""Figures: each builder of `dlsweep.plot` on a small hand-made frame, checked on what is drawn
+(axes, scales, mesh colour codes, line data, legends), and `api.plot_run` / `dlsweep plot` on a
+tiny real sweep (file names, -o, errors)."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.collections import PolyCollection, QuadMesh
+from matplotlib.colors import to_rgba
+
+from dlsweep import api, cli, plot, spec, store
+from dlsweep.analysis import theory
+from dlsweep.analysis.incremental import DIVERGED, INCREMENTAL, NOT_INCREMENTAL, UNDECIDED, ThresholdError
+from dlsweep.store import StoreError
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def test_backend_is_agg():
+    assert matplotlib.get_backend().lower() == "agg"
+
+
+def legend_texts(legend) -> list[str]:
+    return [t.get_text() for t in legend.get_texts()]
+
+
+def quadmesh(ax) -> QuadMesh:
+    meshes = [c for c in ax.collections if isinstance(c, QuadMesh)]
+    assert len(meshes) == 1
+    return meshes[0]
+
+
+def line(ax, label: str):
+    found = [ln for ln in ax.lines if ln.get_label() == label]
+    assert len(found) == 1, [ln.get_label() for ln in ax.lines]
+    return found[0]
+
+
+def bands(ax) -> list[PolyCollection]:
+    return [c for c in ax.collections if isinstance(c, PolyCollection)]
+
+
+def extents(collection) -> tuple[float, float, float, float]:
+    """(xmin, xmax, ymin, ymax) of every vertex of a collection, in data coordinates."""
+    vertices = np.concatenate([p.vertices for p in collection.get_paths()])
+    return vertices[:, 0].min(), vertices[:, 0].max(), vertices[:, 1].min(), vertices[:, 1].max()
+
+
+# ----------------------------------------------------------------------------- heatmap (status)
+
+SIGMA0 = [1e-4, 1e-3, 1e-2, 1e-1]
+DEPTHS = [2, 3, 5]
+I, N, U, D = INCREMENTAL, NOT_INCREMENTAL, UNDECIDED, DIVERGED
+STATUS = {2: [I, I, N, N],
+          3: [U, I, I, N],
+          5: [D, I, N, None]}          # None: no trajectory in that cell
+
+
+def status_frame() -> pd.DataFrame:
+    rows = [{"sigma0": s0, "depth": depth, "status": status}
+            for depth, statuses in STATUS.items() for s0, status in zip(SIGMA0, statuses) if status is not None]
+    return pd.DataFrame(rows).sample(frac=1.0, random_state=0).reset_index(drop=True)   # order must not matter
+
+
+def test_heatmap_status_axes_codes_and_masked_cells():
+    fig = plot.heatmap(status_frame(), "sigma0", "depth", "status")
+    ax = fig.axes[0]
+    assert len(fig.axes) == 1                                    # no colorbar for categories
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "linear"
+    assert r"\sigma_0" in ax.get_xlabel()
+    assert "depth" in ax.get_ylabel()
+    # one equal row per depth, ticked with the depth values
+    assert list(ax.get_yticks()) == [0, 1, 2]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["2", "3", "5"]
+    # x limits: geometric cell edges around the sigma0 values
+    assert ax.get_xlim() == pytest.approx((1e-4 / math.sqrt(10), 1e-1 * math.sqrt(10)), rel=1e-9)
+
+    mesh = quadmesh(ax)
+    codes = np.ma.asarray(mesh.get_array()).reshape(len(DEPTHS), len(SIGMA0))
+    for r, depth in enumerate(DEPTHS):
+        for c, status in enumerate(STATUS[depth]):
+            if status == I:
+                assert not codes.mask[r, c] and codes[r, c] == 0, (depth, SIGMA0[c])
+            elif status == N:
+                assert not codes.mask[r, c] and codes[r, c] == 1, (depth, SIGMA0[c])
+            else:                                                # undecided, diverged, empty: masked
+                assert codes.mask[r, c], (depth, SIGMA0[c], status)
+    # the two categories get the two Okabe-Ito colours; masked cells no colour at all (transparent,
+    # the grey hatched background shows through)
+    rgba = mesh.to_rgba(codes)
+    assert tuple(rgba[0, 0]) == pytest.approx(to_rgba(plot.OKABE_ITO[0]))
+    assert tuple(rgba[0, 3]) == pytest.approx(to_rgba(plot.OKABE_ITO[1]))
+    assert rgba[1, 0][3] == 0 and rgba[2, 0][3] == 0 and rgba[2, 3][3] == 0
+    background = [p for p in ax.patches if p.get_hatch() and p.get_facecolor()[:3] == pytest.approx(to_rgba(plot.MISSING)[:3])]
+    assert len(background) == 1
+    assert background[0].get_x() == pytest.approx(ax.get_xlim()[0])
+    assert background[0].get_width() == pytest.approx(ax.get_xlim()[1] - ax.get_xlim()[0])
+
+    texts = legend_texts(ax.get_legend())
+    assert "incremental" in texts and "not incremental" in texts
+    assert any("undecided" in t and "diverged" in t for t in texts)
+
+
+THRESHOLDS = pd.DataFrame({                 # rows out of order; depth 7 is not in the heatmap
+    "depth": [5, 2, 7, 3],
+    "sigma0_th": [4e-3, 2e-3, 9e-3, 3e-3],
+    "gf_exact": [4.1e-3, 2.1e-3, 9.1e-3, 3.1e-3],
+    "thm2_lower": [1e-3, 1e-70, 1e-3, 1e-5],
+    "thm2_upper_valid": [9e-3, 8e-3, 1e-2, math.inf],
+})
+
+
+def test_heatmap_threshold_overlay_lines_and_band():
+    fig = plot.heatmap(status_frame(), "sigma0", "depth", "status", thresholds=THRESHOLDS)
+    ax = fig.axes[0]
+    # one vertical segment per depth row, at that row's threshold, spanning exactly its cell
+    measured = line(ax, "measured threshold")
+    np.testing.assert_allclose(measured.get_xdata(), np.repeat([2e-3, 3e-3, 4e-3], 2))
+    np.testing.assert_allclose(measured.get_ydata(), [-0.5, 0.5, 0.5, 1.5, 1.5, 2.5])
+    exact = line(ax, "exact gradient flow")
+    np.testing.assert_allclose(exact.get_xdata(), np.repeat([2.1e-3, 3.1e-3, 4.1e-3], 2))
+    np.testing.assert_allclose(exact.get_ydata(), [-0.5, 0.5, 0.5, 1.5, 1.5, 2.5])
+    # Theorem 2 band: one hatched region per row with a finite valid upper bound (depth 2 and 5),
+    # from the lower bound (clipped when it is 1e-70) to the upper bound, over the row's cell
+    regions = sorted((extents(b) for b in bands(ax)), key=lambda e: e[2])
+    assert len(regions) == 2
+    x0, x1, y0, y1 = regions[0]                                 # depth 2
+    assert x1 == pytest.approx(8e-3) and (y0, y1) == pytest.approx((-0.5, 0.5))
+    assert 1e-70 < x0 <= ax.get_xlim()[0]
+    x0, x1, y0, y1 = regions[1]                                 # depth 5
+    assert (x0, x1) == pytest.approx((1e-3, 9e-3)) and (y0, y1) == pytest.approx((1.5, 2.5))
+    uppers = [ln for ln in ax.lines if ln.get_label().startswith("_") and len(ln.get_xdata()) == 2]
+    assert sorted(tuple(ln.get_xdata()) for ln in uppers) == [(8e-3, 8e-3), (9e-3, 9e-3)]
+    # the 1e-70 bound does not stretch the axis
+    assert ax.get_xlim() == pytest.approx((1e-4 / math.sqrt(10), 1e-1 * math.sqrt(10)), rel=1e-9)
+    texts = legend_texts(ax.get_legend())
+    assert "measured threshold" in texts and "exact gradient flow" in texts
+    assert any("Theorem 2" in t for t in texts)
+
+
+def test_heatmap_threshold_overlay_on_a_log_y_axis_spans_each_cell():
+    lrs = [1e-3, 1e-2, 1e-1]
+    frame = pd.DataFrame([{"sigma0": s0, "lr": lr, "status": I if s0 < 5e-3 else N} for lr in lrs for s0 in SIGMA0])
+    table = pd.DataFrame({"lr": lrs, "sigma0_th": [2e-3, 3e-3, 4e-3], "gf_exact": [2e-3] * 3})
+    ax = plot.heatmap(frame, "sigma0", "lr", "status", thresholds=table).axes[0]
+    assert ax.get_yscale() == "log"
+    edges = 10.0 ** np.array([-3.5, -2.5, -1.5, -0.5])
+    assert ax.get_ylim() == pytest.approx((edges[0], edges[-1]))
+    measured = line(ax, "measured threshold")
+    np.testing.assert_allclose(measured.get_xdata(), np.repeat([2e-3, 3e-3, 4e-3], 2))
+    np.testing.assert_allclose(measured.get_ydata(), [edges[0], edges[1], edges[1], edges[2], edges[2], edges[3]])
+
+
+def test_heatmap_numeric_colour_has_a_labelled_colorbar():
+    values = {2: [1.0, 0.5, -0.5, np.nan], 3: [2.0, 1.5, 0.2, -1.0], 5: [3.0, 2.5, -0.1, -2.0]}
+    frame = pd.DataFrame([{"sigma0": s0, "depth": d, "log_hit_ratio": v}
+                          for d, vs in values.items() for s0, v in zip(SIGMA0, vs)])
+    fig = plot.heatmap(frame, "sigma0", "depth", "log_hit_ratio")
+    assert len(fig.axes) == 2                                    # heatmap and colorbar
+    ax, cbar_ax = fig.axes
+    assert "log_{10}" in cbar_ax.get_ylabel()
+    mesh = quadmesh(ax)
+    assert mesh.get_cmap().name == "viridis"
+    array = np.ma.asarray(mesh.get_array()).reshape(3, 4)
+    expected = np.array([values[d] for d in DEPTHS])
+    assert array.mask[0, 3] and array.mask.sum() == 1              # the NaN cell: no data colour
+    np.testing.assert_allclose(array.filled(np.nan), expected)
+    assert mesh.norm.vmin == -2.0 and mesh.norm.vmax == 3.0
+    assert "no data" in legend_texts(ax.get_legend())
+
+
+def test_decisions_frame_status_and_log_hit_ratio():
+    runs = pd.DataFrame({
+        "run_id": [0, 1, 2, 3, 4],
+        "depth": [2, 2, 2, 2, 2],
+        "sigma0": [1e-3, 1e-2, 1e-1, 1e-4, 1e-5],
+        "diverged": [False, False, False, True, False],
+        "hit_0_95": [10, 100, -1, 10, 50],
+        "hit_1_5": [100, 10, -1, 100, -1],
+    })
+    table = plot.decisions_frame(runs, (0, 1), s=0.05, f=0.95)
+    assert list(table.status) == [I, N, U, D, I]
+    np.testing.assert_allclose(table.log_hit_ratio, [1.0, -1.0, np.nan, 1.0, np.nan])
+
+
+# ----------------------------------------------------------------------------- trajectories
+
+SIGMA_STAR = [3.0, 2.0, 1.0]
+STEPS = np.array([0, 1, 10, 100, 1000])
+
+
+def traj_frames(depths=(1, 2, 3), sigma0s=(1e-3, 1e-1)):
+    runs, traj = [], []
+    for run_id, (depth, s0) in enumerate((d, s) for s in sigma0s for d in depths):
+        runs.append({"run_id": run_id, "depth": depth, "sigma0": s0, "lr": 1e-3 * (run_id + 1)})
+        for step in STEPS:
+            traj.append({"run_id": run_id, "step": step, "loss": 1.0,
+                         **{f"sigma_{v}": 10 * (run_id + 1) + v + step / 1e4 for v in range(len(SIGMA_STAR))}})
+    return pd.DataFrame(traj), pd.DataFrame(runs)
+
+
+def data_lines(ax):
+    return [ln for ln in ax.lines if len(ln.get_xdata()) == len(STEPS)]
+
+
+@pytest.mark.parametrize("time", ["lr", "step"])
+def test_trajectories_panels_lines_time_and_legend(time):
+    traj, runs = traj_frames()
+    fig = plot.trajectories(traj, runs, SIGMA_STAR, rows="sigma0", cols="depth", time=time)
+    axes = fig.axes
+    assert len(axes) == 2 * 3                                   # rows (sigma0) x cols (depth)
+    for n, ax in enumerate(axes):
+        s0, depth = (1e-3, 1e-1)[n // 3], (1, 2, 3)[n % 3]
+        assert f"$N$ = {depth}" in ax.get_title() and f"= {s0:.3g}" in ax.get_title()
+        assert ax.get_xscale() == "log"
+        run = runs[(runs.depth == depth) & (runs.sigma0 == s0)].iloc[0]
+        lines = data_lines(ax)
+        assert len(lines) == len(SIGMA_STAR)                   # one line per value ...
+        assert len(ax.lines) == len(SIGMA_STAR) + len(SIGMA_STAR) + 2     # ... plus guides at sigma*, f, s
+        for v, ln in enumerate(lines):
+            expected_t = STEPS * run.lr if time == "lr" else STEPS
+            np.testing.assert_allclose(ln.get_xdata(), expected_t)
+            np.testing.assert_allclose(ln.get_ydata(), 10 * (run.run_id + 1) + v + STEPS / 1e4)
+        guides = sorted(ln.get_ydata()[0] for ln in ax.lines if ln not in lines)
+        assert guides == pytest.approx(sorted([*SIGMA_STAR, 0.95 * 3.0, 0.05 * 2.0]))
+    assert ("eta" in fig.get_supxlabel()) == (time == "lr")
+    texts = legend_texts(fig.legends[0])
+    assert [t for t in texts if t.startswith(r"$\sigma^*$")] == [rf"$\sigma^*$ = {v:g}" for v in SIGMA_STAR]
+    assert any("f = 0.95" in t for t in texts) and any("s = 0.05" in t for t in texts)
+
+
+def test_trajectories_legend_has_one_entry_per_target_with_several_runs_per_panel():
+    traj, runs = traj_frames()
+    fig = plot.trajectories(traj, runs, SIGMA_STAR, rows=None, cols="depth")
+    assert len(fig.axes) == 3
+    assert all(len(data_lines(ax)) == 2 * len(SIGMA_STAR) for ax in fig.axes)
+    texts = legend_texts(fig.legends[0])
+    assert [t for t in texts if t.startswith(r"$\sigma^*$")] == [rf"$\sigma^*$ = {v:g}" for v in SIGMA_STAR]
+
+
+# ----------------------------------------------------------------------------- threshold curves
+
+
+def curve_frame(s=0.05, f=0.95) -> pd.DataFrame:
+    rows = []
+    for depth in (2, 3):
+        for r in (1.5, 2.0, 4.0):
+            si, sj = 2.0, 2.0 / r                          # sigma*_j != 1: the plot must divide by it
+            gf = math.exp(theory.log_gf_threshold(si, sj, s, f, float(depth)))
+            rows.append({"depth": depth, "r": r, "sigma_star_i": si, "sigma_star_j": sj, "s": s, "f": f,
+                         "sigma0_th": gf * 1.01, "gf_exact": gf})
+    return pd.DataFrame(rows)
+
+
+def test_threshold_curves_markers_exact_curves_and_limits():
+    table = curve_frame()
+    fig = plot.threshold_curves(table)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    markers = [ln for ln in ax.lines if ln.get_marker() == "o"]
+    curves = [ln for ln in ax.lines if ln.get_marker() in ("None", None, "") and ln.get_linestyle() == "-"]
+    assert [ln.get_label() for ln in markers] == ["$N$ = 2 measured", "$N$ = 3 measured"]
+    assert len(curves) == 2 and len(bands(ax)) == 2
+    for depth, marker, curve in zip((2, 3), markers, curves):
+        rows = table[table.depth == depth]
+        assert marker.get_linestyle() == "None"
+        np.testing.assert_allclose(marker.get_xdata(), rows.r)
+        np.testing.assert_allclose(marker.get_ydata(), rows.sigma0_th / rows.sigma_star_j)
+        assert marker.get_color() == curve.get_color()
+        # the exact gradient-flow curve passes through gf_exact / sigma*_j at each measured r
+        on_curve = np.exp(np.interp(np.log(rows.r), np.log(curve.get_xdata()), np.log(curve.get_ydata())))
+        np.testing.assert_allclose(on_curve, rows.gf_exact / rows.sigma_star_j, rtol=0.02)
+    # N = 2's Theorem 2 lower bound goes below 1e-60 here; the axis stays near the data
+    assert min(extents(b)[2] for b in bands(ax)) < 1e-60
+    points = (table.sigma0_th / table.sigma_star_j).to_numpy()
+    bottom, top = ax.get_ylim()
+    assert bottom < points.min() and points.max() < top
+    assert bottom >= points.min() / 1e4 * 0.999 and top <= points.max() * 10 * 1.001
+    texts = legend_texts(ax.get_legend())
+    assert "exact gradient flow" in texts and "Theorem 2 band" in texts
+
+
+# ----------------------------------------------------------------------------- lr map
+
+
+def lr_frame() -> pd.DataFrame:
+    rows = []
+    for (i, j, r, gf) in ((0, 1, 2.0, 4e-3), (0, 2, 4.0, 5e-2)):
+        for lr, factor in ((1e-1, 0.7), (1e-3, 1.0), (1e-2, 0.98)):        # out of order on purpose
+            rows.append({"depth": 2, "lr": lr, "i": i, "j": j, "r": r, "sigma0_th": gf * factor,
+                         "gf_exact": gf, "thm3_lower": gf * factor / 5 * (1 + lr), "thm3_upper": gf * 3 * (1 + lr)})
+    rows.append({"depth": 3, "lr": 1e-2, "i": 0, "j": 1, "r": 2.0, "sigma0_th": 1e-6, "gf_exact": 1e-6,
+                 "thm3_lower": np.nan, "thm3_upper": np.nan})                    # not N = 2: left out
+    return pd.DataFrame(rows)
+
+
+def test_lr_map_markers_band_and_gradient_flow():
+    table = lr_frame()
+    ax = plot.lr_map(table).axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    markers = [ln for ln in ax.lines if ln.get_marker() == "o"]
+    assert len(markers) == 2
+    assert len(bands(ax)) == 2
+    for (i, j), marker, band in zip(((0, 1), (0, 2)), markers, bands(ax)):
+        rows = table[(table.depth == 2) & (table.i == i) & (table.j == j)].sort_values("lr")
+        assert f"pair ({i}, {j})" in marker.get_label()
+        np.testing.assert_allclose(marker.get_xdata(), [1e-3, 1e-2, 1e-1])
+        np.testing.assert_allclose(marker.get_ydata(), rows.sigma0_th)
+        x0, x1, y0, y1 = extents(band)
+        assert (x0, x1) == pytest.approx((1e-3, 1e-1))
+        assert (y0, y1) == pytest.approx((rows.thm3_lower.min(), rows.thm3_upper.max()))
+        gf = [ln for ln in ax.lines if ln.get_linestyle() == "--" and ln.get_ydata()[0] == rows.gf_exact.iloc[0]]
+        assert len(gf) == 1
+    bottom, top = ax.get_ylim()
+    n2 = table[table.depth == 2].sigma0_th
+    assert bottom < n2.min() and n2.max() < top and bottom > 1e-6      # the N = 3 row is not drawn
+    texts = legend_texts(ax.get_legend())
+    assert "Theorem 3 band" in texts and any("gradient flow" in t for t in texts)
+
+
+# ----------------------------------------------------------------------------- api.plot_run / dlsweep plot
+
+TINY = {
+    "name": "tiny-plot", "model": "toy", "steps": 3000, "dtype": "float32",
+    "task": {"sigma_star": [3.0, 1.0]},
+    "axes": {"depth": [2, 3], "sigma0": {"logspace": [-4, -0.5], "num": 8}, "lr": [0.01, 0.03]},
+    "record": {"points": 30},
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """32 trajectories, 2 depths x 8 sigma0 x 2 learning rates; thresholds.parquet written."""
+    folder = tmp_path_factory.mktemp("plot") / "tiny"
+    api.run(spec.resolve(TINY), out=folder, progress_bar=False)
+    table = api.thresholds(folder)
+    assert (table.status == "ok").all()
+    return folder
+
+
+@pytest.fixture
+def single_lr_run(tmp_path, small_dataset):
+    folder = tmp_path / "small"
+    shutil.copytree(small_dataset, folder)
+    return folder
+
+
+PNG, PDF = b"\x89PNG\r\n\x1a\n", b"%PDF"
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({}, "heatmap-sigma0-depth"),
+    ({"kind": "heatmap", "y": "lr", "color": "log_hit_ratio"}, "heatmap-sigma0-lr"),
+    ({"kind": "heatmap", "x": "r", "y": "depth"}, "heatmap-r-depth"),
+    ({"kind": "trajectories"}, "trajectories"),
+    ({"kind": "thresholds"}, "thresholds"),
+    ({"kind": "lr"}, "lr"),
+])
+def test_plot_run_writes_each_kind(tiny_run, kwargs, name):
+    target = tiny_run / "figures" / f"{name}.png"
+    target.unlink(missing_ok=True)
+    paths = api.plot_run(tiny_run, **kwargs)
+    assert paths == [target]
+    assert target.read_bytes()[:8] == PNG and target.stat().st_size > 5000
+
+
+@pytest.mark.parametrize("suffix", [".pdf", ".svg"])
+def test_plot_run_also_writes_out(tiny_run, tmp_path, suffix):
+    out = tmp_path / "sub" / f"figure{suffix}"
+    paths = api.plot_run(tiny_run, kind="thresholds", out=out)
+    assert paths == [tiny_run / "figures" / "thresholds.png", out]
+    if suffix == ".pdf":
+        assert out.read_bytes()[:4] == PDF
+    else:
+        assert "<svg" in out.read_text()
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """The figures plot_run draws, kept open (plot_run closes them after saving)."""
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    return figures
+
+
+def test_plot_run_default_heatmap_overlays_the_run_thresholds(tiny_run, captured):
+    api.plot_run(tiny_run)
+    ax = captured[-1].axes[0]
+    table = pd.read_parquet(tiny_run / api.THRESHOLDS_FILE)
+    table = table[table.lr == table.lr.min()].sort_values("depth")        # the first lr slice
+    np.testing.assert_allclose(line(ax, "measured threshold").get_xdata(), np.repeat(table.sigma0_th, 2))
+    np.testing.assert_allclose(line(ax, "exact gradient flow").get_xdata(), np.repeat(table.gf_exact, 2))
+    runs = store.load(tiny_run)
+    runs = runs[runs.lr == runs.lr.min()]
+    codes = np.ma.asarray(quadmesh(ax).get_array()).reshape(2, 8)
+    status = plot.decisions_frame(runs, (0, 1), 0.05, 0.95).sort_values(["depth", "sigma0"]).status.to_numpy()
+    np.testing.assert_array_equal(codes.filled(-1).reshape(-1), [{I: 0, N: 1}.get(s, -1) for s in status])
+    assert "$\\sigma^*$ = 3 vs 1" in ax.get_title()
+
+
+def test_plot_run_trajectories_use_the_smallest_lr(tiny_run, captured):
+    api.plot_run(tiny_run, kind="trajectories")
+    fig = captured[-1]
+    assert len(fig.axes) == 3 * 2                             # 3 sigma0 spread over the axis x 2 depths
+    runs = store.load(tiny_run)
+    traj = store.load_trajectories(tiny_run)
+    ax = fig.axes[0]                                          # smallest sigma0, depth 2
+    run = runs[(runs.lr == 0.01) & (runs.depth == 2) & (runs.sigma0 == runs.sigma0.min())].iloc[0]
+    one = traj[traj.run_id == run.run_id].sort_values("step")
+    lines = [ln for ln in ax.lines if len(ln.get_xdata()) == len(one)]
+    assert len(lines) == 2
+    np.testing.assert_allclose(lines[0].get_xdata(), one.step * 0.01)
+    np.testing.assert_allclose(lines[1].get_ydata(), one.sigma_1)
+
+
+@pytest.mark.parametrize("kwargs, error, fragment", [
+    ({"out": "figure.jpg"}, StoreError, "-o figure.jpg: expected a file ending in .png, .pdf, .svg"),
+    ({"kind": "bogus"}, ThresholdError, "--kind 'bogus'"),
+    ({"x": "seed"}, ThresholdError, "not an axis of this run"),
+    ({"y": "r"}, ThresholdError, "not an axis of this run"),
+    ({"pair": (1, 0)}, ThresholdError, "needs sigma*_1 > sigma*_0"),
+])
+def test_plot_run_errors(tiny_run, kwargs, error, fragment):
+    with pytest.raises(error) as info:
+        api.plot_run(tiny_run, **kwargs)
+    assert fragment in str(info.value)
+    assert not (tiny_run / "figure.jpg").exists()
+
+
+def test_lr_figure_needs_several_learning_rates(single_lr_run):
+    with pytest.raises(ThresholdError, match="several learning rates"):
+        api.plot_run(single_lr_run, kind="lr")
+    assert not (single_lr_run / "figures" / "lr.png").exists()
+
+
+def test_plot_of_a_folder_that_is_not_a_run(tmp_path):
+    with pytest.raises(StoreError, match="not a dlsweep run folder"):
+        api.plot_run(tmp_path)
+
+
+def cli_error(capsys, *argv) -> str:
+    code = cli.main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    assert code == 2, captured
+    assert captured.err.startswith("dlsweep: error: ") and captured.err.count("\n") == 1, captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+    return captured.err
+
+
+def test_cli_plot_prints_the_figure_paths(tiny_run, tmp_path, capsys):
+    out = tmp_path / "t.svg"
+    assert cli.main(["plot", str(tiny_run), "--kind", "thresholds", "-o", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines() == [str(tiny_run / "figures" / "thresholds.png"), str(out)]
+    assert out.exists()
+
+
+def test_cli_plot_errors_exit_2(tiny_run, single_lr_run, tmp_path, capsys):
+    assert "expected a file ending in .png, .pdf, .svg" in cli_error(capsys, "plot", tiny_run, "-o", tmp_path / "f.gif")
+    assert "not an axis of this run" in cli_error(capsys, "plot", tiny_run, "--x", "width")
+    assert "several learning rates" in cli_error(capsys, "plot", single_lr_run, "--kind", "lr")
+    assert "--pair" in cli_error(capsys, "plot", tiny_run, "--pair", "0-1,0-1")
+    assert "not a dlsweep run folder" in cli_error(capsys, "plot", tmp_path)
+    assert not (tmp_path / "f.gif").exists()
+
+
+def test_cli_plot_bad_kind_is_a_usage_error(tiny_run, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["plot", str(tiny_run), "--kind", "bogus"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: argument --kind: invalid choice: 'bogus'" in err and "Traceback" not in err
+
+
+def test_cli_plot_unknown_color_is_an_error(tiny_run, capsys):
+    assert "--color" in cli_error(capsys, "plot", tiny_run, "--color", "nope")
+
+
+def test_cli_plot_same_x_and_y_is_an_error(tiny_run, capsys):
+    assert "--x" in cli_error(capsys, "plot", tiny_run, "--x", "sigma0", "--y", "sigma0")

@@ -1,0 +1,153 @@
+"""The bundled reproductions (`dlsweep reproduce`): the list, each --quick version end to end
+(run folder, thresholds, figures, thresholds against the theory of Gissin et al.), resuming, and
+an unknown name."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dlsweep import api, cli, reproduce
+from dlsweep.store import StoreError
+
+NAMES = ("gissin-fig2", "gissin-depth-separation", "gissin-gd")
+PAPER = {"gissin-fig2": "Figure 2", "gissin-depth-separation": "Theorem 2", "gissin-gd": "Theorem 3"}
+FIGURES = {"gissin-fig2": ["trajectories.png"],
+           "gissin-depth-separation": ["heatmap-sigma0-depth.png", "heatmap-r-depth.png", "thresholds.png"],
+           "gissin-gd": ["lr.png", "heatmap-sigma0-lr.png"]}
+QUICK_LIMIT_S = 60            # `--quick`: "under a minute on a laptop CPU" (the CLI help)
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """name -> (Reproduced, seconds) of each quick reproduction, all under one out_root."""
+    root = tmp_path_factory.mktemp("reproduce")
+    done = {}
+    for name in NAMES:
+        started = time.perf_counter()
+        result = reproduce.run(name, quick=True, out_root=root, progress_bar=False)
+        done[name] = (result, time.perf_counter() - started)
+    print("\nquick reproductions: " + ", ".join(f"{n} {s:.1f} s" for n, (_, s) in done.items()))
+    return done
+
+
+def test_list_names_every_reproduction_with_its_paper_figure(capsys):
+    assert set(reproduce.REPRODUCTIONS) == set(NAMES)
+    assert cli.main(["reproduce", "--list"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    for name in NAMES:
+        [n] = [k for k, line in enumerate(lines) if line.startswith(name + " ")]
+        assert "Gissin et al. 2020" in lines[n] and PAPER[name] in lines[n], lines[n]
+        assert lines[n + 1].strip() == reproduce.REPRODUCTIONS[name].what
+    assert cli.main(["reproduce"]) == 0                          # no name: the list too
+    assert capsys.readouterr().out == out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_quick_reproduction_writes_folder_thresholds_and_figures(quick, name):
+    result, _ = quick[name]
+    folder = result.folder
+    assert result.name == name and folder.name == f"{name}-quick"
+    assert (folder / "sweep.toml").is_file()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["name"] == f"{name}-quick"
+    assert len(manifest["chunks"]) == manifest["n_chunks"] >= 1
+    runs = api.load(folder)
+    assert len(runs) == manifest["n_runs"] and not runs.diverged.any()
+    if name == "gissin-fig2":
+        assert result.thresholds is None and not (folder / api.THRESHOLDS_FILE).exists()
+        assert sorted(runs.depth.unique()) == [1, 2, 3, 4] and sorted(runs.sigma0.unique()) == pytest.approx([1e-3, 0.1])
+    else:
+        assert result.thresholds == folder / api.THRESHOLDS_FILE and result.thresholds.is_file()
+        assert len(pd.read_parquet(result.thresholds)) > 0
+    assert result.figures == [folder / "figures" / f for f in FIGURES[name]]
+    for path in result.figures:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+def test_quick_reproductions_are_quick(quick):
+    for name, (_, seconds) in quick.items():
+        assert seconds < QUICK_LIMIT_S, f"{name} --quick took {seconds:.1f} s"
+
+
+def test_depth_separation_thresholds_match_gradient_flow_and_theorem_2(quick):
+    result, _ = quick["gissin-depth-separation"]
+    table = pd.read_parquet(result.thresholds)
+    # quick: depths 2, 3, 5; value 0 (sigma* = 1) against each of 0.5, 0.25, 0.1
+    assert sorted(table.depth.unique()) == [2, 3, 5]
+    assert sorted(zip(table.i, table.j)) == sorted([(0, j) for j in (1, 2, 3)] * 3)
+    assert sorted(table.r.unique()) == pytest.approx([2.0, 4.0, 10.0])
+    assert (table.s == 0.05).all() and (table.f == 0.95).all() and (table.method == "bisect").all()
+    ok = table[table.status == "ok"]
+    assert len(ok) == len(table) == 9
+    np.testing.assert_allclose(ok.sigma0_th, ok.gf_exact, rtol=0.02)
+    assert (ok.thm2_lower <= ok.sigma0_th).all()
+    assert (ok.sigma0_th <= ok.thm2_upper_valid).all()
+    # bisection refined each grid bracket to rtol 1e-4
+    assert ((ok.bracket_hi / ok.bracket_lo - 1) <= 1e-4).all()
+
+
+def test_gd_thresholds_inside_theorem_3_bounds(quick):
+    result, _ = quick["gissin-gd"]
+    table = pd.read_parquet(result.thresholds)
+    assert (table.depth == 2).all() and table.lr.nunique() == 4
+    assert sorted(set(zip(table.i, table.j))) == [(0, 1), (0, 2)]
+    assert (table.s == 0.1).all() and (table.f == 0.9).all()
+    ok = table[table.status == "ok"]
+    assert len(ok) == len(table) == 8
+    lower, upper = ok.thm3_lower.to_numpy(), ok.thm3_upper.to_numpy()
+    assert np.isfinite(lower).sum() >= 6 and np.isfinite(upper).all()
+    th = ok.sigma0_th.to_numpy()
+    assert (th[np.isfinite(lower)] >= lower[np.isfinite(lower)]).all()
+    assert (th <= upper).all()
+    # at the smallest step size gradient descent is close to gradient flow
+    smallest = ok[ok.lr == ok.lr.min()]
+    np.testing.assert_allclose(smallest.sigma0_th, smallest.gf_exact, rtol=0.02)
+
+
+def test_second_reproduce_resumes_and_gives_the_same_thresholds(quick, tmp_path, run_cli):
+    first, _ = quick["gissin-gd"]
+    folder = tmp_path / first.folder.name
+    shutil.copytree(first.folder, folder)
+    parts = sorted(p for sub in ("runs", "trajectories") for p in (folder / sub).glob("*.parquet"))
+    assert parts
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in parts}
+    chunks = json.loads((folder / "manifest.json").read_text())["chunks"]
+    thresholds = pd.read_parquet(folder / api.THRESHOLDS_FILE)
+    (folder / api.THRESHOLDS_FILE).unlink()
+    shutil.rmtree(folder / "figures")
+
+    proc = run_cli("reproduce", "gissin-gd", "--quick", "--out-root", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"gissin-gd: run folder {folder}" in proc.stdout
+    assert f"thresholds: {folder / api.THRESHOLDS_FILE}" in proc.stdout
+    for figure in FIGURES["gissin-gd"]:
+        assert f"figure: {folder / 'figures' / figure}" in proc.stdout
+        assert (folder / "figures" / figure).is_file()
+    # no finished chunk was computed or written again
+    assert sorted(p for sub in ("runs", "trajectories") for p in (folder / sub).glob("*.parquet")) == parts
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in parts} == before
+    assert json.loads((folder / "manifest.json").read_text())["chunks"] == chunks
+    pd.testing.assert_frame_equal(pd.read_parquet(folder / api.THRESHOLDS_FILE), thresholds)
+
+
+def test_unknown_reproduction_is_an_error(tmp_path, capsys):
+    with pytest.raises(StoreError) as info:
+        reproduce.run("gissin-fig9", quick=True, out_root=tmp_path)
+    message = str(info.value)
+    assert "unknown reproduction 'gissin-fig9'" in message and "--list" in message
+    assert all(name in message for name in NAMES)
+    assert list(tmp_path.iterdir()) == []                     # nothing written
+
+    assert cli.main(["reproduce", "gissin-fig9", "--quick", "--out-root", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("dlsweep: error: unknown reproduction 'gissin-fig9'")
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    assert list(tmp_path.iterdir()) == []
