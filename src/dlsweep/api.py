@@ -251,13 +251,19 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     runs = load(folder)
     name = kind
     if kind == "trajectories":
-        picked = _spread(runs.sigma0.unique(), 3)
-        chosen = runs[runs.sigma0.isin(picked) & runs.depth.isin(_spread(runs.depth.unique(), 6))]
-        if "lr" in chosen and chosen.lr.nunique() > 1:
-            chosen = chosen[chosen.lr == chosen.lr.min()]
+        cols, rows = x or "depth", y or "sigma0"
+        for axis in (cols, rows):
+            if axis not in sweep.axes:
+                raise incremental.ThresholdError(f"--x/--y {axis!r}: not an axis of this run ({', '.join(sweep.axes)})")
+        if cols == rows:
+            raise incremental.ThresholdError(f"--x and --y are both {cols!r}: panels need two different axes")
+        chosen = runs[runs[rows].isin(_spread(runs[rows].unique(), 3)) & runs[cols].isin(_spread(runs[cols].unique(), 6))]
+        for axis in sweep.axes:          # one slice of the other axes: their first value
+            if axis not in (rows, cols):
+                chosen = chosen[chosen[axis] == chosen[axis].min()]
         traj = load_trajectories(folder)
-        figure = plot.trajectories(traj[traj.run_id.isin(chosen.run_id)], chosen, sigma_star, rows="sigma0",
-                                   cols="depth", s=s, f=f, pair=pair)
+        figure = plot.trajectories(traj[traj.run_id.isin(chosen.run_id)], chosen, sigma_star, rows=rows,
+                                   cols=cols, s=s, f=f, pair=pair)
     elif kind == "heatmap" and (x, y) == ("r", "depth"):
         table = _thresholds_for(folder, s, f, "all").assign(
             log10_threshold_over_target=lambda t: np.log10(t.sigma0_th / t.sigma_star_j))

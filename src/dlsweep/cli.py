@@ -42,8 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     pl = verbs.add_parser("plot", help="draw a figure of a run (also saved under DIR/figures/)")
     pl.add_argument("folder", help="a run folder")
     pl.add_argument("--kind", choices=api.PLOT_KINDS, default="heatmap")
-    pl.add_argument("--x", help="heatmap x axis (default sigma0; with --y depth, r maps the thresholds)")
-    pl.add_argument("--y", help="heatmap y axis (default depth)")
+    pl.add_argument("--x", help="heatmap x axis (default sigma0; --x r --y depth maps the thresholds); "
+                                "trajectories: the axis across panel columns (default depth)")
+    pl.add_argument("--y", help="heatmap y axis (default depth); trajectories: the axis down panel rows (default sigma0)")
     pl.add_argument("--color", help="heatmap colour: status (default), log_hit_ratio, final_loss, ...")
     pl.add_argument("--pair", type=_pairs, help="the pair i-j for heatmaps and guides (default: the two largest targets)")
     pl.add_argument("--s", type=float, default=0.05, help="level s of Definition 1 (default 0.05)")
