@@ -18,6 +18,7 @@ from matplotlib.colors import to_rgba
 from dlsweep import api, cli, plot, spec, store
 from dlsweep.analysis import theory
 from dlsweep.analysis.incremental import DIVERGED, INCREMENTAL, NOT_INCREMENTAL, UNDECIDED, ThresholdError
+from dlsweep.plot import PlotError
 from dlsweep.store import StoreError
 
 
@@ -425,10 +426,10 @@ def test_plot_run_trajectories_use_the_smallest_lr(tiny_run, captured):
 
 
 @pytest.mark.parametrize("kwargs, error, fragment", [
-    ({"out": "figure.jpg"}, StoreError, "-o figure.jpg: expected a file ending in .png, .pdf, .svg"),
-    ({"kind": "bogus"}, ThresholdError, "--kind 'bogus'"),
-    ({"x": "seed"}, ThresholdError, "not an axis of this run"),
-    ({"y": "r"}, ThresholdError, "not an axis of this run"),
+    ({"out": "figure.jpg"}, PlotError, "-o figure.jpg: expected a file ending in .png, .pdf, .svg"),
+    ({"kind": "bogus"}, PlotError, "--kind 'bogus'"),
+    ({"x": "seed"}, PlotError, "not an axis of this run"),
+    ({"y": "r"}, PlotError, "not an axis of this run"),
     ({"pair": (1, 0)}, ThresholdError, "needs sigma*_1 > sigma*_0"),
 ])
 def test_plot_run_errors(tiny_run, kwargs, error, fragment):
@@ -439,7 +440,7 @@ def test_plot_run_errors(tiny_run, kwargs, error, fragment):
 
 
 def test_lr_figure_needs_several_learning_rates(single_lr_run):
-    with pytest.raises(ThresholdError, match="several learning rates"):
+    with pytest.raises(PlotError, match="several learning rates"):
         api.plot_run(single_lr_run, kind="lr")
     assert not (single_lr_run / "figures" / "lr.png").exists()
 

@@ -241,9 +241,9 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
 
     folder = Path(folder)
     if kind not in PLOT_KINDS:
-        raise incremental.ThresholdError(f"--kind {kind!r}: expected one of {', '.join(PLOT_KINDS)}")
+        raise plot.PlotError(f"--kind {kind!r}: expected one of {', '.join(PLOT_KINDS)}")
     if out is not None and Path(out).suffix.lower() not in FIGURE_SUFFIXES:
-        raise store.StoreError(f"-o {out}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
+        raise plot.PlotError(f"-o {out}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
     sweep = spec_module.load(_spec_file(folder))
     sigma_star = sweep.task["sigma_star"]
     pair = pair or incremental.pairs_for(sigma_star, "adjacent")[0]
@@ -251,16 +251,9 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     runs = load(folder)
     name = kind
     if kind == "trajectories":
-        cols, rows = x or "depth", y or "sigma0"
-        for axis in (cols, rows):
-            if axis not in sweep.axes:
-                raise incremental.ThresholdError(f"--x/--y {axis!r}: not an axis of this run ({', '.join(sweep.axes)})")
-        if cols == rows:
-            raise incremental.ThresholdError(f"--x and --y are both {cols!r}: panels need two different axes")
+        cols, rows = _two_axes(sweep, x or "depth", y or "sigma0")
         chosen = runs[runs[rows].isin(_spread(runs[rows].unique(), 3)) & runs[cols].isin(_spread(runs[cols].unique(), 6))]
-        for axis in sweep.axes:          # one slice of the other axes: their first value
-            if axis not in (rows, cols):
-                chosen = chosen[chosen[axis] == chosen[axis].min()]
+        chosen = _first_slice(chosen, [a for a in sweep.axes if a not in (rows, cols)])
         traj = load_trajectories(folder)
         figure = plot.trajectories(traj[traj.run_id.isin(chosen.run_id)], chosen, sigma_star, rows=rows,
                                    cols=cols, s=s, f=f, pair=pair)
@@ -271,24 +264,15 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
                               title=f"threshold against r (values below {sigma_star[pair[0]]:g})")
         name = "heatmap-r-depth"
     elif kind == "heatmap":
-        x, y = x or "sigma0", y or ("depth" if "depth" in sweep.axes else "lr")
-        for axis in (x, y):
-            if axis not in sweep.axes:
-                raise incremental.ThresholdError(f"--x/--y {axis!r}: not an axis of this run ({', '.join(sweep.axes)})")
-        if x == y:
-            raise incremental.ThresholdError(f"--x and --y are both {x!r}: a heatmap needs two different axes")
+        x, y = _two_axes(sweep, x or "sigma0", y or ("depth" if "depth" in sweep.axes else "lr"))
         frame = plot.decisions_frame(runs, pair, s, f)
         if color is not None and color not in frame:
             numeric = [c for c in frame.columns if frame[c].dtype.kind in "fi" and c not in sweep.axes]
-            raise incremental.ThresholdError(f"--color {color!r}: expected status or a numeric column: "
-                                             f"{', '.join(numeric)}")
+            raise plot.PlotError(f"--color {color!r}: expected status or a numeric column: {', '.join(numeric)}")
         other = [a for a in sweep.axes if a not in (x, y)]
-        for axis in other:           # one slice of the other axes: their first value
-            frame = frame[frame[axis] == frame[axis].min()]
+        frame = _first_slice(frame, other)
         table = _thresholds_for(folder, s, f, [pair])
-        table = table[(table.i == pair[0]) & (table.j == pair[1])]
-        for axis in other:
-            table = table[table[axis] == table[axis].min()] if axis in table else table
+        table = _first_slice(table[(table.i == pair[0]) & (table.j == pair[1])], other)
         figure = plot.heatmap(frame, x, y, color or "status", thresholds=table if x == "sigma0" else None,
                               title=f"pair ({pair[0]}, {pair[1]}): $\\sigma^*$ = {sigma_star[pair[0]]:g} vs "
                                     f"{sigma_star[pair[1]]:g}, (s, f) = ({s:g}, {f:g})")
@@ -299,7 +283,7 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     else:
         table = _thresholds_for(folder, s, f, None)
         if not (table.depth == 2).any() or "lr" not in table or table.lr.nunique() < 2:
-            raise incremental.ThresholdError(f"{folder}: the lr figure needs depth 2 and several learning rates")
+            raise plot.PlotError(f"{folder}: the lr figure needs depth 2 and several learning rates")
         figure = plot.lr_map(table[table.status == "ok"])
     paths = [folder / "figures" / f"{name}.png"] + ([Path(out)] if out else [])
     for path in paths:
@@ -309,6 +293,26 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
 
     plt.close(figure)
     return paths
+
+
+def _two_axes(sweep: Sweep, x: str, y: str) -> tuple[str, str]:
+    """Two different axes of the run, for a figure's x and y (or columns and rows)."""
+    from dlsweep.plot import PlotError
+
+    for axis in (x, y):
+        if axis not in sweep.axes:
+            raise PlotError(f"--x/--y {axis!r}: not an axis of this run ({', '.join(sweep.axes)})")
+    if x == y:
+        raise PlotError(f"--x and --y are both {x!r}: a figure needs two different axes")
+    return x, y
+
+
+def _first_slice(frame: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
+    """The rows at the first (smallest) value of each of `axes` present in the frame."""
+    for axis in axes:
+        if axis in frame:
+            frame = frame[frame[axis] == frame[axis].min()]
+    return frame
 
 
 def _spec_file(folder: Path) -> Path:

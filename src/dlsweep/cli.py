@@ -11,6 +11,7 @@ import pandas as pd
 
 from dlsweep import api
 from dlsweep.analysis.incremental import ThresholdError
+from dlsweep.plot import PlotError
 from dlsweep.spec import SpecError
 from dlsweep.store import StoreError
 
@@ -115,7 +116,7 @@ def _thresholds(args) -> int:
 def _plot(args) -> int:
     pair = args.pair[0] if isinstance(args.pair, list) else None
     if args.pair is not None and (not isinstance(args.pair, list) or len(args.pair) != 1):
-        raise ThresholdError(f"--pair: expected one pair like 0-1, got {args.pair!r}")
+        raise PlotError(f"--pair: expected one pair like 0-1, got {args.pair!r}")
     for path in api.plot_run(args.folder, kind=args.kind, x=args.x, y=args.y, color=args.color, pair=pair,
                              s=args.s, f=args.f, out=args.out):
         print(path)
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         verbs = {"run": _run, "thresholds": _thresholds, "plot": _plot, "reproduce": _reproduce, "show": _show,
                  "models": _models}
         return verbs[args.verb](args)
-    except (SpecError, StoreError, ThresholdError) as err:
+    except (SpecError, StoreError, ThresholdError, PlotError) as err:
         print(f"dlsweep: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

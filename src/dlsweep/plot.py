@@ -21,6 +21,10 @@ from matplotlib.patches import Patch, Rectangle  # noqa: E402
 from dlsweep.analysis import incremental, theory  # noqa: E402
 from dlsweep.store import level_name  # noqa: E402
 
+class PlotError(ValueError):
+    """A figure that cannot be drawn as asked; the message names the option and what was expected."""
+
+
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 MISSING = "#d9d9d9"
 SINGLE, DOUBLE = 3.4, 7.0                       # paper column widths, inches
