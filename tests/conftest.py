@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import os
+import tempfile
 
 import pytest
 from hypothesis import settings
@@ -20,6 +21,9 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI") == "true":
     settings.load_profile("ci")
+
+# Compiled programs of the test session go to a folder of its own (inherited by CLI subprocesses).
+os.environ.setdefault("DLSWEEP_CACHE_DIR", tempfile.mkdtemp(prefix="dlsweep-test-cache-"))
 
 CLI = [sys.executable, "-m", "dlsweep.cli"]
 

@@ -1,6 +1,10 @@
 """Engine properties that hold whatever the model: batching, chunking and early stopping never
 change a trajectory's result; the record schedule is what the spec asks for."""
 
+import os
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -103,3 +107,57 @@ def test_trajectory_steps_reported(tmp_path):
     assert report.traj_steps == report.n_runs * sweep.steps
     assert report.chunks_run >= 1 and report.chunks_missing == 0
     assert report.traj_steps_per_second > 0
+
+
+RUN_SMALL_SWEEP = """
+import sys
+from dlsweep import api, spec
+sweep = spec.resolve({"name": "d", "model": "toy", "steps": 2000, "dtype": "float32",
+    "task": {"sigma_star": [12.0, 6.0, 4.0, 3.0]},
+    "axes": {"depth": [1, 2, 3, 6], "sigma0": {"logspace": [-4, -0.5], "num": 9}, "lr": [1e-3, 4e-3]},
+    "record": {"points": 40}})
+report = api.run(sweep, out=sys.argv[1], chunk_size=int(sys.argv[2]), progress_bar=False)
+from dlsweep import engine
+program, flat, task = api.compile_inputs(sweep)
+compiled = engine.compile_chunk(program, int(sys.argv[2]), list(flat.columns), task, 0)
+n = compiled.batch
+_, (summary, _) = compiled.launch(range(n), {k: v[:n] for k, v in flat.columns.items()}, task)
+print("shards", [s.data.shape[0] for s in summary["final_loss"].addressable_shards])
+"""
+
+
+def _run_in_process(tmp_path, folder, chunk_size, env):
+    script = tmp_path / "run_small_sweep.py"
+    script.write_text(RUN_SMALL_SWEEP)
+    done = subprocess.run([sys.executable, str(script), str(folder), str(chunk_size)], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_four_devices_give_the_same_dataset_as_one(tmp_path):
+    """The batch axis sharded over 4 (simulated CPU) devices: same bits as one device."""
+    one = _run_in_process(tmp_path, tmp_path / "one", 24, {})
+    four = _run_in_process(tmp_path, tmp_path / "four", 24, {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
+    assert "shards [24]" in one.stdout
+    assert "shards [6, 6, 6, 6]" in four.stdout          # each device holds a quarter of the chunk
+    assert store.read_manifest(tmp_path / "four")["devices"] == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
+    for a, b in zip(frames(tmp_path / "one"), frames(tmp_path / "four")):
+        assert len(a) and a.equals(b)
+
+
+def test_compiled_programs_persist_in_the_cache_folder(tmp_path):
+    """A run leaves its compiled program in $DLSWEEP_CACHE_DIR; `off` leaves nothing behind, and
+    the results do not depend on the cache."""
+    cache = tmp_path / "cache"
+    _run_in_process(tmp_path, tmp_path / "a", 72, {"DLSWEEP_CACHE_DIR": str(cache)})
+    entries = {p.name for p in cache.iterdir()}
+    assert any(name.startswith("jit_") for name in entries), entries
+    _run_in_process(tmp_path, tmp_path / "b", 72, {"DLSWEEP_CACHE_DIR": str(cache)})    # loaded, not compiled
+    assert {p.name for p in cache.iterdir()} == entries
+    _run_in_process(tmp_path, tmp_path / "c", 72, {"DLSWEEP_CACHE_DIR": "off", "HOME": str(tmp_path / "home"),
+                                                   "XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert not (tmp_path / "xdg").exists() and not (tmp_path / "home").exists()
+    for folder in ("b", "c"):
+        for x, y in zip(frames(tmp_path / "a"), frames(tmp_path / folder)):
+            assert x.equals(y)

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -29,6 +31,26 @@ import optax
 from flax import struct
 
 STEP_DTYPE = jnp.int32
+CACHE_ENV = "DLSWEEP_CACHE_DIR"        # where compiled programs persist; "off" disables
+
+
+def use_compilation_cache() -> Path | None:
+    """JAX's persistent compilation cache, on by default in the user's cache folder
+    ($DLSWEEP_CACHE_DIR, else $XDG_CACHE_HOME/dlsweep/jax, else ~/.cache/dlsweep/jax), so a second
+    run of the same static configuration loads its program instead of compiling it. Every
+    program is cached, however quick its compile."""
+    setting = os.environ.get(CACHE_ENV, "")
+    if setting.lower() == "off":
+        return None
+    folder = Path(setting) if setting else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dlsweep" / "jax"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None                    # a read-only home: run without the cache
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return folder
 
 
 def record_steps(schedule: str, points: int, steps: int) -> np.ndarray:
@@ -223,8 +245,22 @@ def bytes_per_trajectory(program: Program, hp_names, task) -> int:
 
 
 def compile_chunk(program: Program, batch: int, hp_names, task, seed: int) -> CompiledChunk:
-    """Lower and compile the chunk program for `batch` trajectories (timed)."""
+    """Lower and compile the chunk program for `batch` trajectories (timed). With several local
+    devices the batch axis is sharded over all of them (a 1-D `NamedSharding` mesh; the batch is
+    padded to a multiple of the device count) and the task and key are replicated; every
+    trajectory is computed alone, so the results equal a single-device run."""
+    use_compilation_cache()
+    devices = jax.local_devices()
+    batch = -(-batch // len(devices)) * len(devices)
     start = time.perf_counter()
-    jitted = jax.jit(lambda *a: run_chunk(program, *a))
+    fn = lambda *a: run_chunk(program, *a)  # noqa: E731
+    if len(devices) > 1:
+        mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
+        rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
+        whole = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+        shardings = (whole, rows, {name: rows for name in hp_names}, jax.tree.map(lambda _: whole, task))
+        jitted = jax.jit(fn, in_shardings=shardings)
+    else:
+        jitted = jax.jit(fn)
     executable = jitted.lower(*_abstract_args(program, batch, hp_names, task)).compile()
     return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed))
