@@ -58,7 +58,7 @@ def engine_compute(sweep, chunk_size: int | None) -> tuple[Timing, Timing, int, 
     from dlsweep import api, engine, grid
 
     program, flat, task = api.compile_inputs(sweep)
-    size = chunk_size or api.default_chunk_size(program, flat, task)
+    size = chunk_size or api.default_chunk_size(program, flat.size, list(flat.columns), task)
     with timed() as compile_time:
         compiled = engine.compile_chunk(program, size, list(flat.columns), task, sweep.seed)
     plan = grid.chunks(flat.size, size)

@@ -60,8 +60,11 @@ def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
     return program, grid.build(sweep.axes), tasks.make(sweep)
 
 
-def default_chunk_size(program: engine.Program, flat: grid.Grid, task: dict) -> int:
-    return grid.chunk_size_for(flat.size, engine.bytes_per_trajectory(program, list(flat.columns), task))
+def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict) -> int:
+    """Chunk size for `n_runs` trajectories from XLA's memory analysis of the chunk program, within
+    the memory budget and the backend's useful maximum."""
+    return grid.chunk_size_for(n_runs, engine.bytes_per_trajectory(program, hp_names, task),
+                               budget=engine.memory_budget(), cap=engine.max_chunk())
 
 
 def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
@@ -83,7 +86,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     with store.locked(folder):
         manifest = store.prepare(folder, sweep, overwrite)
         if manifest is None:
-            size = chunk_size or default_chunk_size(program, flat, task)
+            size = chunk_size or default_chunk_size(program, flat.size, hp_names, task)
             manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size)))
         store.start(folder, sweep, manifest)
         size = manifest["chunk_size"]
@@ -189,7 +192,7 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: fl
         return table
     quick = dataclasses.replace(sweep, record=dataclasses.replace(sweep.record, points=2))
     program, _, task = compile_inputs(quick)
-    size = grid.chunk_size_for(len(table), engine.bytes_per_trajectory(program, list(sweep.axes), task))
+    size = default_chunk_size(program, len(table), list(sweep.axes), task)
     compiled = engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed)
     plan = grid.chunks(len(table), size)
     level = {name: k for k, name in enumerate(store.level_name(v) for v in sweep.record.levels)}

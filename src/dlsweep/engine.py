@@ -238,10 +238,39 @@ def _abstract_args(program: Program, batch: int, hp_names, task):
     return (jax.eval_shape(jax.random.key, 0), jax.ShapeDtypeStruct((batch,), np.int32), hps, task)
 
 
+PROBE_BATCH = 64
+HOST_COPIES = 4      # results on the host: the NumPy copy, float64 tables, the Parquet buffer
+
+
 def bytes_per_trajectory(program: Program, hp_names, task) -> int:
-    """Memory estimate: the chunk program's outputs for one trajectory, twice (state + buffers)."""
-    shapes = jax.eval_shape(lambda *a: run_chunk(program, *a), *_abstract_args(program, 1, hp_names, task))
-    return 2 * sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(shapes))
+    """Memory one trajectory of a chunk needs, from XLA's memory analysis of the compiled chunk
+    program at a probe batch (arguments + temporaries + outputs, all linear in the batch), plus
+    the host copies of its outputs; `jax.eval_shape` of the outputs where no analysis exists."""
+    probe = compile_chunk(program, PROBE_BATCH, hp_names, task, 0)
+    stats = probe.executable.memory_analysis()
+    if stats is None:
+        shapes = jax.eval_shape(lambda *a: run_chunk(program, *a), *_abstract_args(program, 1, hp_names, task))
+        return (1 + HOST_COPIES) * sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(shapes))
+    device = stats.argument_size_in_bytes + stats.temp_size_in_bytes + stats.output_size_in_bytes
+    return -(-(device + HOST_COPIES * stats.output_size_in_bytes) // probe.batch)
+
+
+def memory_budget(fraction_of_device: float = 0.5, fraction_of_host: float = 0.125) -> int:
+    """Bytes a chunk may use: a fraction of the smallest local accelerator's memory and of the
+    host's physical memory (on CPU, only the latter)."""
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    budget = int(fraction_of_host * host)
+    for device in jax.local_devices():
+        stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+        if stats and "bytes_limit" in stats:
+            budget = min(budget, int(fraction_of_device * stats["bytes_limit"]) * len(jax.local_devices()))
+    return budget
+
+
+def max_chunk() -> int:
+    """Largest useful chunk: ~16k trajectories keep a CPU chunk in cache (PERFORMANCE.md); an
+    accelerator wants as many as fit."""
+    return 16_384 if jax.default_backend() == "cpu" else 1 << 20
 
 
 def compile_chunk(program: Program, batch: int, hp_names, task, seed: int) -> CompiledChunk:

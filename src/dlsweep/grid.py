@@ -14,7 +14,7 @@ import numpy as np
 
 INT_AXES = ("depth", "seed")
 DEFAULT_MAX_CHUNK = 16_384          # chunks of ~8k-40k trajectories stay in cache (PERFORMANCE.md)
-DEFAULT_MEMORY_BUDGET = 512 * 2**20  # bytes of state + records per chunk
+DEFAULT_MEMORY_BUDGET = 512 * 2**20  # bytes of state + records per chunk, when none is given
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +46,8 @@ class Chunk:
 
 def chunk_size_for(n_runs: int, bytes_per_trajectory: int, budget: int = DEFAULT_MEMORY_BUDGET,
                    cap: int = DEFAULT_MAX_CHUNK) -> int:
-    """Trajectories per chunk: state and records under `budget` bytes, at most `cap`, and the
-    grid cut into equal chunks (a multiple of 8) so the last one is not mostly padding."""
+    """Trajectories per chunk: at most `budget` bytes and `cap` trajectories, and the grid cut into
+    equal chunks (a multiple of 8) so the last one is not mostly padding."""
     largest = max(1, min(cap, budget // max(1, bytes_per_trajectory)))
     n_chunks = math.ceil(n_runs / largest)
     size = _round_up(math.ceil(n_runs / n_chunks), 8)
