@@ -12,3 +12,8 @@ Modules:
     baselines  per-run NumPy f64, per-run jitted JAX, batched NumPy f32, and the fused-kernel ceiling
     report     the Markdown table
 """
+
+import os as _os
+
+# Benchmarks time real compiles: dlsweep's persistent compilation cache is off unless asked for.
+_os.environ.setdefault("DLSWEEP_CACHE_DIR", "off")

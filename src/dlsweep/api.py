@@ -69,38 +69,46 @@ def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str]
 
 def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
         chunk_size: int | None = None, overwrite: bool = False, progress_bar: bool | None = None,
-        max_chunks: int | None = None) -> RunReport:
+        max_chunks: int | None = None, shard: tuple[int, int] | None = None) -> RunReport:
     """Run every trajectory of a sweep into a Parquet dataset folder (default `runs/<name>`).
 
     An existing folder of the same sweep is resumed (finished chunks are skipped); one of a
     different sweep is refused unless `overwrite`. `max_chunks` stops after that many chunks
-    (the rest is filled by a later call)."""
+    (the rest is filled by a later call). `shard=(K, N)` runs only chunks K-1, K-1+N, ... and
+    may share the folder with the other shards, on this machine or others; the first to start
+    fixes the chunk plan, and the dataset is complete when every chunk's part exists."""
     sweep = spec if isinstance(spec, Sweep) else spec_module.load(spec, overrides)
     for flag, value in (("--chunk-size", chunk_size), ("--max-chunks", max_chunks)):
         if value is not None and (not isinstance(value, int) or value < 1):
             raise spec_module.SpecError(f"{flag}: expected an integer >= 1, got {value!r}")
+    if shard is not None:
+        if not (len(shard) == 2 and 1 <= shard[0] <= shard[1]):
+            raise spec_module.SpecError(f"--shard: expected K/N with 1 <= K <= N, got {shard!r}")
+        if overwrite:
+            raise spec_module.SpecError("--overwrite cannot be combined with --shard (other shards share the folder)")
     folder = Path(out) if out is not None else default_folder(sweep)
     program, flat, task = compile_inputs(sweep)
     hp_names = list(flat.columns)
 
-    with store.locked(folder):
-        manifest = store.prepare(folder, sweep, overwrite)
-        if manifest is None:
-            size = chunk_size or default_chunk_size(program, flat.size, hp_names, task)
-            manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size)))
-        store.start(folder, sweep, manifest)
-        size = manifest["chunk_size"]
-        plan = grid.chunks(flat.size, size)
+    with store.locked(folder, shard):
+        with store.initializing(folder):
+            manifest = store.prepare(folder, sweep, overwrite)
+            if manifest is None:
+                size = chunk_size or default_chunk_size(program, flat.size, hp_names, task)
+                manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size)))
+            store.start(folder, sweep, manifest)
+        plan = grid.chunks(flat.size, manifest["chunk_size"])
         finished = store.finished_chunks(folder)
-        for chunk in plan:      # chunks written by a run stopped before it updated the manifest
-            if chunk.index in finished and str(chunk.index) not in manifest["chunks"]:
-                manifest["chunks"][str(chunk.index)] = {"runs": [chunk.start, chunk.stop], "recovered": True}
-        todo = [c for c in plan if c.index not in finished]
+        recovered = {str(c.index): {"runs": [c.start, c.stop], "recovered": True} for c in plan
+                     if c.index in finished and str(c.index) not in manifest["chunks"]}
+        if recovered:           # chunks written by a run stopped before it updated the manifest
+            store.update_manifest(folder, lambda m: m["chunks"].update({**recovered, **m["chunks"]}))
+        todo = [c for c in plan if c.index not in finished and (shard is None or c.index % shard[1] == shard[0] - 1)]
         if max_chunks is not None:
             todo = todo[:max_chunks]
         compile_seconds, run_seconds, traj_steps = 0.0, 0.0, 0
         if todo:
-            compiled = engine.compile_chunk(program, size, hp_names, task, sweep.seed)
+            compiled = engine.compile_chunk(program, manifest["chunk_size"], hp_names, task, sweep.seed)
             compile_seconds = compiled.compile_seconds
             meter = progress.meter(sum(c.stop - c.start for c in todo), len(todo), progress_bar)
             started = time.perf_counter()
@@ -110,21 +118,19 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
                     launched = None if chunk is None else compiled.launch(
                         np.arange(chunk.start, chunk.stop), flat.rows(chunk.start, chunk.stop), task)
                     if pending is not None:
-                        chunk_steps = _write_chunk(folder, sweep, program, manifest, flat, pending, compiled.fetch)
+                        chunk_steps = _write_chunk(folder, sweep, program, flat, pending, compiled.fetch)
                         traj_steps += chunk_steps
                         meter.update(pending[0].stop - pending[0].start, chunk_steps)
                     pending = None if chunk is None else (chunk, launched, time.perf_counter())
             finally:
                 meter.close()
             run_seconds = time.perf_counter() - started
-        manifest["compile_seconds"] = round(compile_seconds, 4)
-        store.write_manifest(folder, manifest)
+            store.update_manifest(folder, lambda m: m.update(compile_seconds=round(compile_seconds, 4)))
         missing = len(plan) - len(store.finished_chunks(folder))
     return RunReport(folder, flat.size, len(todo), len(finished), missing, compile_seconds, run_seconds, traj_steps)
 
 
-def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, manifest: dict, flat: grid.Grid,
-                 pending, fetch) -> int:
+def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, flat: grid.Grid, pending, fetch) -> int:
     """Wait for a launched chunk, write its parts and its manifest entry; its trajectory-steps."""
     chunk, launched, launched_at = pending
     summary, records = fetch(launched)
@@ -133,10 +139,9 @@ def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, manifest: 
                                             np.asarray(program.record_steps))
     store.write_chunk(folder, chunk.index, runs, trajectories)
     chunk_steps = int(runs["steps_run"].sum())
-    manifest["chunks"][str(chunk.index)] = {
-        "runs": [chunk.start, chunk.stop], "seconds": round(time.perf_counter() - launched_at, 4),
-        "traj_steps": chunk_steps}
-    store.write_manifest(folder, manifest)
+    entry = {"runs": [chunk.start, chunk.stop], "seconds": round(time.perf_counter() - launched_at, 4),
+             "traj_steps": chunk_steps}
+    store.update_manifest(folder, lambda m: m["chunks"].update({str(chunk.index): entry}))
     return chunk_steps
 
 

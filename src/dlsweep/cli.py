@@ -1,5 +1,5 @@
-"""Command line: `dlsweep run | thresholds | plot | reproduce | show | models`. A thin shell over
-`dlsweep.api`."""
+"""Command line: `dlsweep run | submit | thresholds | plot | reproduce | show | models`. A thin
+shell over `dlsweep.api`."""
 
 from __future__ import annotations
 
@@ -29,6 +29,22 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-chunks", type=int, help="stop after this many chunks; run again to fill the rest")
     run.add_argument("--overwrite", action="store_true", help="empty the folder and start over")
     run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    run.add_argument("--shard", type=_shard, metavar="K/N",
+                     help="run only shard K of N (chunks K-1, K-1+N, ...); the N shards share the folder")
+
+    sub = verbs.add_parser("submit", help="run a sweep as N shards through submitit (Slurm job array or local)")
+    sub.add_argument("spec", help="sweep TOML file")
+    sub.add_argument("--shards", type=int, required=True, help="number of shards (jobs)")
+    sub.add_argument("--executor", choices=("local", "slurm"), default="local")
+    sub.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    sub.add_argument("--out", help="dataset folder (default runs/<name>)")
+    sub.add_argument("--chunk-size", type=int, help="trajectories per chunk (default: from a memory estimate)")
+    sub.add_argument("--partition", help="Slurm partition")
+    sub.add_argument("--gpus-per-task", type=int, help="GPUs per job")
+    sub.add_argument("--cpus-per-task", type=int, help="CPUs per job")
+    sub.add_argument("--mem-gb", type=float, help="memory per job, GB")
+    sub.add_argument("--time", type=int, default=60, help="time limit per job, minutes (default 60)")
+    sub.add_argument("--wait", action="store_true", help="wait for Slurm jobs too (local jobs are always waited for)")
 
     th = verbs.add_parser("thresholds", help="sigma0 thresholds of (s, f)-incremental learning, with theory")
     th.add_argument("folder", help="a run folder, e.g. runs/toy-threshold")
@@ -69,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
 def _run(args) -> int:
     report = api.run(args.spec, out=args.out, overrides=args.overrides, chunk_size=args.chunk_size,
                      overwrite=args.overwrite, progress_bar=False if args.no_progress else None,
-                     max_chunks=args.max_chunks)
+                     max_chunks=args.max_chunks, shard=args.shard)
     if report.chunks_run:
         print(f"{report.folder}: ran {report.chunks_run} chunk(s) "
               f"({report.traj_steps:.3g} trajectory-steps) in {report.run_seconds:.2f} s "
@@ -79,6 +95,16 @@ def _run(args) -> int:
     status = "complete" if report.chunks_missing == 0 else f"{report.chunks_missing} chunk(s) still missing"
     print(f"{report.folder}: {report.n_runs} trajectories, {status}")
     return 0
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K/N like 2/8, got {text!r}") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, got {text!r}")
+    return k, n
 
 
 def _pairs(text: str):
@@ -110,6 +136,20 @@ def _thresholds(args) -> int:
               "N >= 3 upper bound (thm2_printed_violated)")
     print(f"(s, f) = ({args.s:g}, {args.f:g}), method {args.method}; written to "
           f"{args.folder.rstrip('/')}/{api.THRESHOLDS_FILE}")
+    return 0
+
+
+def _submit(args) -> int:
+    from dlsweep import submit
+
+    done = submit.submit(args.spec, args.shards, executor=args.executor, out=args.out, overrides=args.overrides,
+                         partition=args.partition, gpus_per_task=args.gpus_per_task, cpus_per_task=args.cpus_per_task,
+                         time_min=args.time, mem_gb=args.mem_gb, chunk_size=args.chunk_size,
+                         wait=True if args.wait else None)
+    print(f"{done.folder}: submitted {len(done.job_ids)} shard job(s): {', '.join(done.job_ids)}")
+    if done.results is not None:
+        status = api.show(done.folder)
+        print(f"{done.folder}: runs {status['runs']}, chunks {status['chunks']}")
     return 0
 
 
@@ -163,8 +203,8 @@ def _models(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        verbs = {"run": _run, "thresholds": _thresholds, "plot": _plot, "reproduce": _reproduce, "show": _show,
-                 "models": _models}
+        verbs = {"run": _run, "submit": _submit, "thresholds": _thresholds, "plot": _plot, "reproduce": _reproduce,
+                 "show": _show, "models": _models}
         return verbs[args.verb](args)
     except (SpecError, StoreError, ThresholdError, PlotError) as err:
         print(f"dlsweep: error: {err}", file=sys.stderr)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from dlsweep.spec import Sweep
 
 RUNS, TRAJECTORIES = "runs", "trajectories"
-MANIFEST, SPEC_FILE, LOCK = "manifest.json", "sweep.toml", ".lock"
+MANIFEST, SPEC_FILE, LOCK, INIT_LOCK = "manifest.json", "sweep.toml", ".lock", ".lock-init"
 MANIFEST_KEYS = ("name", "model", "spec_hash", "n_runs", "chunk_size", "n_chunks", "chunks")
 
 
@@ -43,8 +43,13 @@ def part_name(chunk_index: int) -> str:
     return f"part-{chunk_index:05d}.parquet"
 
 
+def _temporary(path: Path) -> Path:
+    """A dot-named sibling that readers skip, tagged with this writer's host and pid."""
+    return path.with_name(f".{path.name}.tmp-{platform.node()}-{os.getpid()}")
+
+
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = _temporary(path)
     with open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()
@@ -53,37 +58,96 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def _atomic_write_parquet(path: Path, frame: pd.DataFrame) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = _temporary(path)
     frame.to_parquet(tmp, index=False)
     os.replace(tmp, path)
 
 
-@contextlib.contextmanager
-def locked(folder: Path):
-    """Hold the folder's writer lock; a second writer is refused, not interleaved. The lock is
-    the kernel's (flock), so it goes away with a killed process."""
+def _sweep_dead_temporaries(folder: Path) -> None:
+    """Remove temporaries whose writer (a process on this host) is gone; a live writer's stay."""
+    for tmp in folder.glob("**/.*.tmp-*"):
+        host, _, pid = tmp.name.rpartition(".tmp-")[2].rpartition("-")
+        if host != platform.node() or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            tmp.unlink(missing_ok=True)
+        except PermissionError:
+            pass
+
+
+def _open_lock(path: Path):
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fh = open(folder / LOCK, "a+")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "a+")
     except OSError as err:
-        raise StoreError(f"{folder}: cannot be used as a run folder ({err.strerror}); choose another --out") from None
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.seek(0)
-        holder = fh.read().strip() or "another process"
-        fh.close()
-        raise StoreError(f"{folder} is being written by {holder}; wait for it to finish "
-                         "(a second `dlsweep run` on the same folder is refused)") from None
+        raise StoreError(f"{path.parent}: cannot be used as a run folder ({err.strerror}); choose another --out") from None
+
+
+def _claim(fh, text: str) -> None:
     fh.seek(0)
     fh.truncate()
-    fh.write(f"dlsweep run pid {os.getpid()} on {platform.node()}")
+    fh.write(text)
     fh.flush()
+
+
+def _holders(folder: Path) -> str:
+    texts = [p.read_text().strip() for p in sorted(folder.glob(".lock*")) if p.name != INIT_LOCK]
+    return "; ".join(t for t in texts if t) or "another process"
+
+
+@contextlib.contextmanager
+def locked(folder: Path, shard: tuple[int, int] | None = None):
+    """Hold the folder's writer lock. A plain run holds it alone: any other writer is refused, not
+    interleaved. Shard K of N holds it shared with the other shards (each writes its own chunks),
+    plus a lock of its own, so a plain run and a second copy of the same shard are refused. The
+    locks are the kernel's (flock): they go away with a killed process."""
+    fh = _open_lock(folder / LOCK)
+    shard_fh = None
+    me = f"dlsweep run pid {os.getpid()} on {platform.node()}"
+    try:
+        fcntl.flock(fh, (fcntl.LOCK_SH if shard else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        if shard:
+            shard_fh = _open_lock(folder / f"{LOCK}-shard-{shard[0]}-of-{shard[1]}")
+            fcntl.flock(shard_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        for handle in (fh, shard_fh):
+            if handle is not None:
+                handle.close()
+        raise StoreError(f"{folder} is being written by {_holders(folder)}; wait for it to finish "
+                         "(a second `dlsweep run` on the same folder, or the same shard, is refused)") from None
+    _claim(shard_fh or fh, me + (f" (shard {shard[0]}/{shard[1]})" if shard else ""))
+    try:
+        yield
+    finally:
+        for handle in (shard_fh, fh):
+            if handle is not None:
+                _claim(handle, "")
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
+
+
+@contextlib.contextmanager
+def initializing(folder: Path):
+    """Serialize the short critical sections of concurrent shards: creating the manifest and the
+    chunk plan, and read-modify-write updates of the manifest."""
+    fh = _open_lock(folder / INIT_LOCK)
+    fcntl.flock(fh, fcntl.LOCK_EX)
     try:
         yield
     finally:
         fcntl.flock(fh, fcntl.LOCK_UN)
         fh.close()
+
+
+def update_manifest(folder: Path, change) -> dict:
+    """Apply `change(manifest)` to the manifest on disk, safe against concurrent shards."""
+    with initializing(folder):
+        manifest = read_manifest(folder)
+        change(manifest)
+        write_manifest(folder, manifest)
+    return manifest
 
 
 def read_manifest(folder: Path) -> dict | None:
@@ -133,12 +197,12 @@ def prepare(folder: Path, sweep: Sweep, overwrite: bool) -> dict | None:
     manifest = read_manifest(folder)
     if overwrite:
         for child in folder.iterdir():
-            if child.name == LOCK:
+            if child.name.startswith(LOCK):
                 continue
             shutil.rmtree(child) if child.is_dir() else child.unlink()
         return None
     if manifest is None:
-        leftovers = [c.name for c in folder.iterdir() if c.name != LOCK and not c.name.startswith(".")]
+        leftovers = [c.name for c in folder.iterdir() if not c.name.startswith(".")]
         if leftovers:
             raise StoreError(f"{folder} is not empty and has no {MANIFEST} ({', '.join(sorted(leftovers)[:3])} ...); "
                              "choose another --out or pass --overwrite")
@@ -146,8 +210,7 @@ def prepare(folder: Path, sweep: Sweep, overwrite: bool) -> dict | None:
     if manifest["spec_hash"] != sweep.spec_hash():
         raise StoreError(f"{folder} holds a different sweep (spec hash {manifest['spec_hash']} there, "
                          f"{sweep.spec_hash()} now); pass --overwrite to start over or --out for a new folder")
-    for stale in folder.glob("**/.*.tmp-*"):      # temporaries of a killed writer
-        stale.unlink()
+    _sweep_dead_temporaries(folder)
     return manifest
 
 
