@@ -82,7 +82,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
         if value is not None and (not isinstance(value, int) or value < 1):
             raise spec_module.SpecError(f"{flag}: expected an integer >= 1, got {value!r}")
     if shard is not None:
-        if not (len(shard) == 2 and 1 <= shard[0] <= shard[1]):
+        if not (len(shard) == 2 and all(type(v) is int for v in shard) and 1 <= shard[0] <= shard[1]):
             raise spec_module.SpecError(f"--shard: expected K/N with 1 <= K <= N, got {shard!r}")
         if overwrite:
             raise spec_module.SpecError("--overwrite cannot be combined with --shard (other shards share the folder)")
@@ -96,6 +96,10 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
             if manifest is None:
                 size = chunk_size or default_chunk_size(program, flat.size, hp_names, task)
                 manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size)))
+            if shard is not None:       # shards of one folder must agree on N, or they duplicate chunks
+                if manifest.setdefault("shards", shard[1]) != shard[1]:
+                    raise store.StoreError(f"{folder} is being filled by {manifest['shards']} shards, not "
+                                           f"{shard[1]}; use --shard K/{manifest['shards']} or a plain run")
             store.start(folder, sweep, manifest)
         plan = grid.chunks(flat.size, manifest["chunk_size"])
         finished = store.finished_chunks(folder)

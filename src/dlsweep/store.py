@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import platform
+import re
 import shutil
 import time
 from pathlib import Path
@@ -93,8 +94,23 @@ def _claim(fh, text: str) -> None:
 
 
 def _holders(folder: Path) -> str:
+    """The live writers named in the lock files (a killed writer's claim is left behind)."""
     texts = [p.read_text().strip() for p in sorted(folder.glob(".lock*")) if p.name != INIT_LOCK]
-    return "; ".join(t for t in texts if t) or "another process"
+    return "; ".join(t for t in texts if t and _alive(t)) or "another process"
+
+
+def _alive(claim: str) -> bool:
+    """Whether the writer of a lock claim ('dlsweep run pid N on HOST ...') may still run."""
+    found = re.search(r"pid (\d+) on (\S+)", claim)
+    if not found or found.group(2) != platform.node():
+        return True
+    try:
+        os.kill(int(found.group(1)), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 @contextlib.contextmanager

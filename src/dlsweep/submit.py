@@ -5,6 +5,7 @@ submitit is an optional extra (`pip install 'dlsweep[cluster]'`), imported only 
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from dlsweep import api
@@ -33,6 +34,13 @@ class ShardJob:
         from submitit.helpers import DelayedSubmission
 
         return DelayedSubmission(self, shard, shards)
+
+
+def _cause(message: str) -> str:
+    """The exception line of a failed job's report (submitit ends it with the log paths)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Interrupt)\b.*:", line)]
+    return errors[-1] if errors else lines[0] if lines else "unknown error"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +80,6 @@ def submit(spec: str | Path | Sweep, shards: int, executor: str = "local", out: 
         try:
             results = [job.result() for job in jobs]
         except submitit.core.utils.UncompletedJobError as err:
-            raise StoreError(f"a shard of {folder} failed: {str(err).strip().splitlines()[-1]}; "
-                             f"logs in {folder / '.submitit'}; finished chunks are kept") from None
+            raise StoreError(f"a shard of {folder} failed: {_cause(str(err))}; logs in {folder / '.submitit'}; "
+                             "finished chunks are kept") from None
     return Submitted(folder, [job.job_id for job in jobs], results)
