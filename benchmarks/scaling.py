@@ -75,10 +75,13 @@ def plot(by_size, by_depth, path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(7.0, 2.8), layout="constrained")
     left.plot([r["trajectories"] for r in by_size], [r["traj_steps_per_s"] for r in by_size], "o-", color="#0072B2")
     left.set(xscale="log", yscale="log", xlabel="trajectories in the grid", ylabel="trajectory-steps / s",
-             title="against grid size (N = 1..6)")
+             title="against grid size ($N$ = 1..6)")
     right.plot([int(r["depths"]) for r in by_depth], [r["traj_steps_per_s"] for r in by_depth], "o-", color="#D55E00")
-    right.set(xscale="log", yscale="log", xlabel="depth $N$", ylabel="trajectory-steps / s",
-              title="against depth (16,384 trajectories)")
+    depths = [int(r["depths"]) for r in by_depth]
+    right.set(xscale="log", yscale="log", xlabel="depth $N$ (16,384 trajectories)", ylabel="trajectory-steps / s",
+              title="against depth")
+    right.set_xticks(depths, [str(d) for d in depths])
+    right.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     fig.savefig(path, dpi=150)
     plt.close(fig)
 
