@@ -65,7 +65,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     except ValueError:
         args.unroll = ()
     if not args.unroll or min(args.unroll) < 1:
-        p.error(f"--unroll: expected comma-separated integers >= 1, e.g. 1,2")
+        p.error("--unroll: expected comma-separated integers >= 1, e.g. 1,2")
     return args
 
 

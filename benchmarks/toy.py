@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np

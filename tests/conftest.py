@@ -12,6 +12,7 @@ from pathlib import Path
 
 import os
 import tempfile
+import time
 
 import pytest
 from hypothesis import settings
@@ -115,18 +116,35 @@ def run_cli():
     return run
 
 
+def spec_file(tmp_path_factory, raw: dict) -> Path:
+    """`raw` written as a TOML spec file named after the sweep."""
+    path = tmp_path_factory.mktemp("specs") / f"{raw['name']}.toml"
+    path.write_text(toml_text(raw))
+    return path
+
+
 @pytest.fixture(scope="session")
 def small_spec(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("specs") / "small.toml"
-    path.write_text(toml_text(SMALL))
-    return path
+    return spec_file(tmp_path_factory, SMALL)
 
 
 @pytest.fixture(scope="session")
 def long_spec(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("specs") / "long.toml"
-    path.write_text(toml_text(LONG))
-    return path
+    return spec_file(tmp_path_factory, LONG)
+
+
+def wait_for(proc: subprocess.Popen, condition, what: str, timeout: float = 90) -> None:
+    """Poll `condition()` while `proc` runs; fail (and kill it) if it exits first or time runs out."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"the writer exited ({proc.returncode}) before {what}:\n{out}\n{err}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.01)
 
 
 @pytest.fixture(scope="session")

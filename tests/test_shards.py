@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import CLI, SMALL, toml_text
+from conftest import CLI, SMALL, spec_file, wait_for
 from dlsweep import api, cli, store
 from dlsweep import submit as submit_module
 from dlsweep.spec import SpecError
@@ -44,9 +44,7 @@ def shard_lock(k: int, n: int) -> str:
 
 @pytest.fixture(scope="module")
 def slow_spec(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("specs") / "slow.toml"
-    path.write_text(toml_text(SLOW))
-    return path
+    return spec_file(tmp_path_factory, SLOW)
 
 
 @pytest.fixture(scope="module")
@@ -79,17 +77,6 @@ def start():
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
-
-
-def wait_for(proc: subprocess.Popen, condition, what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"the writer exited ({proc.returncode}) before {what}:\n{out}\n{err}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def claimed_by(path: Path, proc: subprocess.Popen) -> bool:

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 import dlsweep
-from conftest import CLI, LONG_CHUNK, SMALL_CHUNK
+from conftest import CLI, LONG_CHUNK, SMALL_CHUNK, wait_for
 from dlsweep import api, cli, engine, grid, spec, store
 from dlsweep.spec import SpecError
 from dlsweep.store import StoreError
@@ -331,19 +331,6 @@ def _start_long_run(long_spec: Path, out: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_for(proc: subprocess.Popen, condition, what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"the writer exited ({proc.returncode}) before {what}:\n{out}\n{err}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            proc.wait()
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.005)
-
-
 def _assert_complete(folder: Path, reference) -> None:
     n = len(reference[0])
     runs = pd.read_parquet(folder / store.RUNS)                 # what a plain reader sees
@@ -359,7 +346,7 @@ def test_sigkill_mid_chunk_then_resume(tmp_path, long_spec, long_reference, caps
     n_chunks = len(grid.chunks(len(long_reference[0]), LONG_CHUNK))
     out = tmp_path / "killed"
     proc = _start_long_run(long_spec, out)
-    _wait_for(proc, lambda: store.finished_chunks(out), "the first chunk was finished")
+    wait_for(proc, lambda: store.finished_chunks(out), "the first chunk was finished")
     time.sleep(0.03)                                             # into the next chunk
     assert proc.poll() is None, "the writer finished before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
@@ -385,7 +372,7 @@ def test_sigkill_mid_chunk_then_resume(tmp_path, long_spec, long_reference, caps
 def test_a_second_writer_is_refused_not_interleaved(tmp_path, long_spec, long_reference, capsys):
     out = tmp_path / "busy"
     proc = _start_long_run(long_spec, out)
-    _wait_for(proc, lambda: (out / store.MANIFEST).exists(), "the writer started")
+    wait_for(proc, lambda: (out / store.MANIFEST).exists(), "the writer started")
     codes = [cli.main(["run", str(long_spec), "--out", str(out)]),
              cli.main(["run", str(long_spec), "--out", str(out), "--overwrite"]),
              cli.main(["run", str(long_spec), "--out", str(out), "--set", "steps=10"])]
