@@ -30,6 +30,8 @@ import numpy as np
 import optax
 from flax import struct
 
+from dlsweep.models import INTEGER_HPS
+
 STEP_DTYPE = jnp.int32
 CACHE_ENV = "DLSWEEP_CACHE_DIR"        # where compiled programs persist; "off" disables
 
@@ -223,7 +225,7 @@ class CompiledChunk:
 
 def cast_hps(hps: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
     """Integer axes as int32, every other axis in the sweep's float dtype."""
-    return {k: np.asarray(v, np.int32 if k in ("depth", "seed") else dtype) for k, v in hps.items()}
+    return {k: np.asarray(v, np.int32 if k in INTEGER_HPS else dtype) for k, v in hps.items()}
 
 
 def _pad(values: np.ndarray, size: int) -> np.ndarray:
@@ -234,7 +236,7 @@ def _pad(values: np.ndarray, size: int) -> np.ndarray:
 
 
 def _abstract_args(program: Program, batch: int, hp_names, task):
-    hps = {k: jax.ShapeDtypeStruct((batch,), np.int32 if k in ("depth", "seed") else program.dtype) for k in hp_names}
+    hps = {k: jax.ShapeDtypeStruct((batch,), np.int32 if k in INTEGER_HPS else program.dtype) for k in hp_names}
     return (jax.eval_shape(jax.random.key, 0), jax.ShapeDtypeStruct((batch,), np.int32), hps, task)
 
 

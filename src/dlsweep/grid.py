@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 
-INT_AXES = ("depth", "seed")
 DEFAULT_MAX_CHUNK = 16_384          # chunks of ~8k-40k trajectories stay in cache (PERFORMANCE.md)
 DEFAULT_MEMORY_BUDGET = 512 * 2**20  # bytes of state + records per chunk, when none is given
 

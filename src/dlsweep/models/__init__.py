@@ -19,6 +19,8 @@ from typing import Any
 from dlsweep import tasks
 from dlsweep.models import toy
 
+INTEGER_HPS = ("depth", "seed")     # per-trajectory values passed as int32; every other axis in the sweep's float dtype
+
 
 @dataclasses.dataclass(frozen=True)
 class Family:
