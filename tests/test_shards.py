@@ -348,7 +348,6 @@ def test_api_rejects_a_bad_shard(shard, tmp_path, small_spec):
 
 
 def test_submit_local_two_shards(tmp_path, small_spec, reference):
-    pytest.importorskip("submitit")
     out = tmp_path / "submitted"
     done = submit_module.submit(small_spec, 2, executor="local", out=out, chunk_size=2)
     assert Path(done.folder) == out
@@ -366,7 +365,6 @@ def test_submit_local_two_shards(tmp_path, small_spec, reference):
 
 
 def test_cli_submit_local(tmp_path, small_spec, reference, run_cli):
-    pytest.importorskip("submitit")
     out = tmp_path / "cli-submitted"
     done = run_cli("submit", small_spec, "--shards", 2, "--executor", "local", "--chunk-size", 2, "--out", out,
                    timeout=240)
@@ -378,7 +376,6 @@ def test_cli_submit_local(tmp_path, small_spec, reference, run_cli):
 
 
 def test_a_failed_shard_is_reported_with_its_cause(tmp_path, small_spec, small_dataset):
-    pytest.importorskip("submitit")
     folder = tmp_path / "other"
     shutil.copytree(small_dataset, folder)
     with pytest.raises(StoreError) as info:

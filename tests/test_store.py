@@ -399,3 +399,13 @@ def test_lock_is_released_after_a_run(tmp_path, small_spec):
         with pytest.raises(StoreError, match="being written"):
             api.run(small_spec, out=out, progress_bar=False)
     assert store.finished_chunks(out) == {0}
+
+
+def test_finished_chunks_reads_any_number_of_digits(tmp_path):
+    """part_name pads to five digits but allows more (10^5 chunks and up); temporaries and other
+    files in runs/ are not chunks."""
+    (tmp_path / store.RUNS).mkdir()
+    for name in (store.part_name(3), store.part_name(123456), ".part-00001.parquet.tmp-host-1",
+                 "part-00002.parquet.bak", "notes.txt"):
+        (tmp_path / store.RUNS / name).write_text("")
+    assert store.finished_chunks(tmp_path) == {3, 123456}

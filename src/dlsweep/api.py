@@ -62,7 +62,10 @@ def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
 
 def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict) -> int:
     """Chunk size for `n_runs` trajectories from XLA's memory analysis of the chunk program, within
-    the memory budget and the backend's useful maximum."""
+    the memory budget and the backend's useful maximum. A grid no larger than the analysis's probe
+    batch is one chunk: it needs no more memory than the probe, so it is not compiled twice."""
+    if n_runs <= engine.PROBE_BATCH:
+        return grid.chunk_size_for(n_runs, 1, cap=engine.max_chunk())
     return grid.chunk_size_for(n_runs, engine.bytes_per_trajectory(program, hp_names, task),
                                budget=engine.memory_budget(), cap=engine.max_chunk())
 
@@ -177,11 +180,9 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
     table["method"] = "grid"
     if method == "bisect":
         table = _bisect(sweep, table, cells, s, f, rtol)
-    table.insert(2, "r", [sigma_star[i] / sigma_star[j] for i, j in zip(table.i, table.j)])
-    table.insert(3, "sigma_star_i", [sigma_star[i] for i in table.i])
-    table.insert(4, "sigma_star_j", [sigma_star[j] for j in table.j])
-    table.insert(5, "s", s)
-    table.insert(6, "f", f)
+    targets = np.asarray(sigma_star)
+    table = table.assign(r=targets[table.i] / targets[table.j], sigma_star_i=targets[table.i],
+                         sigma_star_j=targets[table.j], s=s, f=f)
     first = ["i", "j", "r", "sigma_star_i", "sigma_star_j", "s", "f", *cells]
     table = table[first + [c for c in table.columns if c not in first]]
     if sweep.model == "toy" and "depth" in table:

@@ -40,6 +40,9 @@ class StoreError(RuntimeError):
     """A dataset folder that cannot be written or read as asked; the message says why and what to do."""
 
 
+PART_PATTERN = re.compile(r"part-(\d+)\.parquet")
+
+
 def part_name(chunk_index: int) -> str:
     return f"part-{chunk_index:05d}.parquet"
 
@@ -49,19 +52,26 @@ def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{platform.node()}-{os.getpid()}")
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
+def _replace_atomically(path: Path, write) -> None:
+    """`write(tmp)` to a dot-named temporary, then rename it over `path`: readers see the old
+    file or the whole new one, never a part."""
     tmp = _temporary(path)
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+    write(tmp)
     os.replace(tmp, path)
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    _replace_atomically(path, write)
 
 
 def _atomic_write_parquet(path: Path, frame: pd.DataFrame) -> None:
-    tmp = _temporary(path)
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    _replace_atomically(path, lambda tmp: frame.to_parquet(tmp, index=False))
 
 
 def _sweep_dead_temporaries(folder: Path) -> None:
@@ -244,7 +254,7 @@ def finished_chunks(folder: Path) -> set[int]:
     runs = Path(folder) / RUNS
     if not runs.is_dir():
         return set()
-    return {int(p.name[5:10]) for p in runs.glob("part-*.parquet")}
+    return {int(found.group(1)) for p in runs.iterdir() if (found := PART_PATTERN.fullmatch(p.name))}
 
 
 def write_table(path: Path, frame: pd.DataFrame) -> None:
