@@ -18,9 +18,10 @@ import numpy as np
 from benchmarks.common import DEPTHS, LEVELS, LR, SIGMA0_LOG10, SIGMA_STAR, Problem, Timing, timed
 
 
-def spec_dict(problem: Problem) -> dict:
+def spec_dict(problem: Problem, levels=LEVELS) -> dict:
     """The toy sweep: depths 1..6 x log-spaced sigma0, lr 1e-3, f32; stop.rel_loss = 0 so no
-    trajectory converges early (every one runs all `steps`; checked after the run)."""
+    trajectory converges early (every one runs all `steps`; checked after the run). `levels = ()`
+    is the same sweep without hitting times."""
     return {
         "name": "bench-toy",
         "model": "toy",
@@ -30,7 +31,7 @@ def spec_dict(problem: Problem) -> dict:
         "axes": {"depth": list(DEPTHS),
                  "sigma0": {"logspace": list(SIGMA0_LOG10), "num": problem.n_sigma0},
                  "lr": [LR]},
-        "record": {"levels": list(LEVELS)},      # schedule/points: dlsweep defaults (log, 200)
+        "record": {"levels": list(levels)},      # schedule/points: dlsweep defaults (log, 200)
         "stop": {"rel_loss": 0.0},
     }
 
@@ -57,14 +58,26 @@ def engine_compute(sweep, chunk_size: int | None) -> tuple[Timing, Timing, int, 
     from dlsweep import api, engine, grid
 
     program, flat, task = api.compile_inputs(sweep)
-    size = chunk_size or api.default_chunk_size(program, flat.size, list(flat.columns), task)
+    group = grid.aligned_group(sweep.axes)
+    size = chunk_size or api.default_chunk_size(program, group, list(flat.columns), task)
     with timed() as compile_time:
-        compiled = engine.compile_chunk(program, size, list(flat.columns), task, sweep.seed)
-    plan = grid.chunks(flat.size, size)
+        compiled = engine.compile_chunk(program, size, list(flat.columns), task, sweep.seed,
+                                        constant=grid.constant_axes(sweep.axes, group < flat.size))
+    plan = grid.chunks(flat.size, size, group)
     with timed() as run_time:
         for chunk in plan:
             compiled(np.arange(chunk.start, chunk.stop), flat.rows(chunk.start, chunk.stop), task)
     return compile_time, run_time, size, len(plan)
+
+
+def engine_without_hits(problem: Problem, chunk_size: int | None = None) -> tuple[Timing, Timing]:
+    """`engine_compute` on the same sweep with `levels = []`: the GD steps, stop checks and records
+    alone, nothing watched for hitting times."""
+    from dlsweep import spec
+
+    compile_time, run_time, _, _ = engine_compute(spec.resolve(spec_dict(problem, levels=()), "benchmarks.toy"),
+                                                  chunk_size)
+    return compile_time, run_time
 
 
 def _folder_bytes(folder: Path) -> int:

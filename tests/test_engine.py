@@ -161,3 +161,46 @@ def test_compiled_programs_persist_in_the_cache_folder(tmp_path):
     for folder in ("b", "c"):
         for x, y in zip(frames(tmp_path / "a"), frames(tmp_path / folder)):
             assert x.equals(y)
+
+
+def test_depth_as_a_scalar_per_chunk_gives_the_same_trajectories(tmp_path, monkeypatch):
+    """Chunks that follow the depth axis pass depth (and the single lr) to the program unbatched.
+    Against the program where every hyperparameter is batched: the same hitting steps, stops and
+    flags exactly; values equal to float32 rounding (XLA may fold scalar factors such as eta/N
+    differently), here within 1e-4 relative after 1500 steps."""
+    sweep = toy_sweep(axes={"depth": [1, 2, 3, 6], "sigma0": {"logspace": [-4, -0.5], "num": 9}, "lr": [4e-3]})
+    api.run(sweep, out=tmp_path / "batched", progress_bar=False)
+    monkeypatch.setattr("dlsweep.grid.MIN_ALIGNED_GROUP", 1)
+    api.run(sweep, out=tmp_path / "scalar", chunk_size=4, progress_bar=False)
+    assert store.read_manifest(tmp_path / "batched")["group"] == 36
+    assert store.read_manifest(tmp_path / "scalar")["group"] == 9           # 3 chunks per depth: 4 + 4 + 1
+    assert store.read_manifest(tmp_path / "scalar")["n_chunks"] == 12
+    (runs_a, traj_a), (runs_b, traj_b) = frames(tmp_path / "batched"), frames(tmp_path / "scalar")
+    exact = [c for c in runs_a.columns if c != "final_loss"]
+    assert len(runs_a) == 36 and runs_a[exact].equals(runs_b[exact])
+    assert traj_a[["run_id", "step"]].equals(traj_b[["run_id", "step"]])
+    values = [c for c in traj_a.columns if c.startswith("sigma_") or c == "loss"]
+    np.testing.assert_allclose(traj_b[values].to_numpy(), traj_a[values].to_numpy(), rtol=1e-4, atol=1e-9)
+    np.testing.assert_allclose(runs_b.final_loss, runs_a.final_loss, rtol=1e-4, atol=1e-9)
+
+
+def test_a_program_with_a_constant_axis_refuses_a_chunk_where_it_varies():
+    program, flat, task = api.compile_inputs(toy_sweep())
+    compiled = engine.compile_chunk(program, 8, list(flat.columns), task, 0, constant=("depth",))
+    with pytest.raises(ValueError, match="depth"):
+        compiled(np.arange(16, 24), flat.rows(16, 24), task)          # depths 1 and 2
+
+
+def test_no_levels_records_the_same_trajectories_without_hits(tmp_path):
+    """`levels = []` runs the plain steps (nothing watched): the same recorded losses and sigmas
+    as with hitting levels, and no hit columns."""
+    sweep = toy_sweep(stop={"rel_loss": 0.0})
+    api.run(sweep, out=tmp_path / "hits", progress_bar=False)
+    api.run(toy_sweep(stop={"rel_loss": 0.0}, record={"points": 40, "levels": []}), out=tmp_path / "plain",
+            progress_bar=False)
+    runs_hits, traj_hits = frames(tmp_path / "hits")
+    runs_plain, traj_plain = frames(tmp_path / "plain")
+    assert not [c for c in runs_plain.columns if c.startswith("hit_")]
+    assert traj_plain.equals(traj_hits)
+    same = [c for c in runs_plain.columns]
+    assert runs_plain[same].equals(runs_hits[same])

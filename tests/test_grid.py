@@ -28,3 +28,34 @@ def test_chunks_cover_every_run_once_with_little_padding(n, per_traj):
     # unless the memory cap forces a smaller chunk
     padding = len(plan) * size - n
     assert padding < 8 * len(plan) or size == max(1, grid.DEFAULT_MEMORY_BUDGET // per_traj)
+
+
+@given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=3), chunk_size=st.integers(1, 500),
+       min_group=st.sampled_from([1, 7, 256]))
+def test_aligned_chunks_never_straddle_a_value_of_the_leading_axis(sizes, chunk_size, min_group):
+    """With the plan following the leading axis, every chunk holds one of its values, so the axis
+    can enter the program as a scalar; every run is covered once, in order."""
+    axes = {name: np.arange(1, n + 1) for name, n in zip(["depth", "sigma0", "lr"], sizes)}
+    flat = grid.build(axes)
+    original, grid.MIN_ALIGNED_GROUP = grid.MIN_ALIGNED_GROUP, min_group
+    try:
+        group = grid.aligned_group(axes)
+    finally:
+        grid.MIN_ALIGNED_GROUP = original
+    per_value = flat.size // sizes[0]
+    assert group == (per_value if sizes[0] > 1 and per_value >= min_group else flat.size)
+    plan = grid.chunks(flat.size, chunk_size, group)
+    assert np.concatenate([np.arange(c.start, c.stop) for c in plan]).tolist() == list(range(flat.size))
+    assert [c.index for c in plan] == list(range(len(plan)))
+    constant = grid.constant_axes(axes, group < flat.size)
+    for c in plan:
+        assert 1 <= c.stop - c.start <= chunk_size
+        rows = flat.rows(c.start, c.stop)
+        for name in constant:
+            assert len(set(rows[name].tolist())) == 1, (name, c)
+
+
+def test_constant_axes():
+    axes = {"depth": np.array([1, 2]), "sigma0": np.array([0.1, 0.2]), "lr": np.array([1e-3])}
+    assert grid.constant_axes(axes, follows_leading=True) == ("depth", "lr")
+    assert grid.constant_axes(axes, follows_leading=False) == ("lr",)

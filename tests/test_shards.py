@@ -157,7 +157,7 @@ def test_concurrent_manifest_updates_are_not_lost(tmp_path):
     do after every chunk) keeps every process's entries."""
     folder = tmp_path / "m"
     folder.mkdir()
-    store.write_manifest(folder, {"name": "x", "model": "toy", "spec_hash": "0", "n_runs": 0, "chunk_size": 1,
+    store.write_manifest(folder, {"name": "x", "model": "toy", "spec_hash": "0", "n_runs": 0, "chunk_size": 1, "group": 1,
                                   "n_chunks": 0, "chunks": {}})
     tags, n = ["a", "b", "c"], 150
     procs = [subprocess.Popen([sys.executable, "-c", UPDATER, str(folder), tag, str(n)], stderr=subprocess.PIPE,

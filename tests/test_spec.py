@@ -66,7 +66,6 @@ ERRORS = {
     # record
     "level zero": ({"record": {"levels": [0.0, 0.5]}}, (), "record.levels", "(0, 1]"),
     "level above one": ({"record": {"levels": [0.5, 1.5]}}, (), "record.levels", "(0, 1]"),
-    "levels empty": ({"record": {"levels": []}}, (), "record.levels", "(0, 1]"),
     "levels not a list": ({"record": {"levels": 0.5}}, (), "record.levels", "(0, 1]"),
     "level a string": ({"record": {"levels": ["half"]}}, (), "record.levels", "(0, 1]"),
     "bad schedule": ({"record": {"schedule": "exponential"}}, (), "record.schedule", "'log'"),

@@ -92,19 +92,21 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     folder = Path(out) if out is not None else default_folder(sweep)
     program, flat, task = compile_inputs(sweep)
     hp_names = list(flat.columns)
+    group = grid.aligned_group(sweep.axes)
 
     with store.locked(folder, shard):
         with store.initializing(folder):
             manifest = store.prepare(folder, sweep, overwrite)
             if manifest is None:
-                size = chunk_size or default_chunk_size(program, flat.size, hp_names, task)
-                manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size)))
+                size = chunk_size or default_chunk_size(program, group, hp_names, task)
+                manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size, group)), group)
             if shard is not None:       # shards of one folder must agree on N, or they duplicate chunks
                 if manifest.setdefault("shards", shard[1]) != shard[1]:
                     raise store.StoreError(f"{folder} is being filled by {manifest['shards']} shards, not "
                                            f"{shard[1]}; use --shard K/{manifest['shards']} or a plain run")
             store.start(folder, sweep, manifest)
-        plan = grid.chunks(flat.size, manifest["chunk_size"])
+        group = manifest["group"]
+        plan = grid.chunks(flat.size, manifest["chunk_size"], group)
         finished = store.finished_chunks(folder)
         recovered = {str(c.index): {"runs": [c.start, c.stop], "recovered": True} for c in plan
                      if c.index in finished and str(c.index) not in manifest["chunks"]}
@@ -115,7 +117,8 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
             todo = todo[:max_chunks]
         compile_seconds, run_seconds, traj_steps = 0.0, 0.0, 0
         if todo:
-            compiled = engine.compile_chunk(program, manifest["chunk_size"], hp_names, task, sweep.seed)
+            compiled = engine.compile_chunk(program, manifest["chunk_size"], hp_names, task, sweep.seed,
+                                            constant=grid.constant_axes(sweep.axes, group < flat.size))
             compile_seconds = compiled.compile_seconds
             meter = progress.meter(sum(c.stop - c.start for c in todo), len(todo), progress_bar)
             started = time.perf_counter()
@@ -203,7 +206,8 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: fl
     quick = dataclasses.replace(sweep, record=dataclasses.replace(sweep.record, points=2))
     program, _, task = compile_inputs(quick)
     size = default_chunk_size(program, len(table), list(sweep.axes), task)
-    compiled = engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed)
+    compiled = engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
+                                    constant=grid.constant_axes(sweep.axes, follows_leading=False))
     plan = grid.chunks(len(table), size)
     level = {name: k for k, name in enumerate(store.level_name(v) for v in sweep.record.levels)}
     i, j = table.i.to_numpy(), table.j.to_numpy()
@@ -360,7 +364,7 @@ def show(folder: str | Path) -> dict:
     if manifest is None:
         raise store.StoreError(f"{folder}: no {store.MANIFEST}; not a dlsweep run folder")
     finished = store.finished_chunks(folder)
-    plan = grid.chunks(manifest["n_runs"], manifest["chunk_size"])
+    plan = grid.chunks(manifest["n_runs"], manifest["chunk_size"], manifest["group"])
     missing = [c.index for c in plan if c.index not in finished]
     summary = {
         "folder": str(folder),

@@ -100,11 +100,19 @@ def _optimizer(lr: jax.Array) -> optax.GradientTransformation:
     return optax.inject_hyperparams(optax.sgd)(learning_rate=lr)
 
 
+def _thresholds(program: Program, task, dtype):
+    """levels[l] * sigma*_i, shape (k, n_levels)."""
+    return jnp.asarray(program.levels, dtype)[None, :] * task["sigma_star"][:, None].astype(dtype)
+
+
+def _sigma(program: Program, params, hp, task):
+    return program.model.observe(params, hp, task)["sigma"]
+
+
 def _update_hits(program: Program, hit, params, hp, task, step):
     """hit[i, l] <- step where it is still -1 and sigma_i >= levels[l] * sigma*_i."""
-    sigma = program.model.observe(params, hp, task)["sigma"]
-    levels = jnp.asarray(program.levels, dtype=sigma.dtype)
-    reached = sigma[:, None] >= levels[None, :] * task["sigma_star"][:, None]
+    sigma = _sigma(program, params, hp, task)
+    reached = sigma[:, None] >= _thresholds(program, task, sigma.dtype)
     return jnp.where((hit < 0) & reached, jnp.asarray(step, STEP_DTYPE), hit)
 
 
@@ -120,22 +128,48 @@ def init_state(program: Program, key, hp, task) -> TrajectoryState:
                            jnp.zeros((), STEP_DTYPE), false, false)
 
 
-def advance(program: Program, state: TrajectoryState, hp, task, start, stop) -> TrajectoryState:
-    """GD steps start .. stop-1, then the divergence / convergence check at `stop`."""
-    model = program.model
-    optimizer = _optimizer(hp["lr"])
-    grad = jax.grad(model.loss)
+def _gd_step(program: Program, params, opt_state, hp, task):
+    """One step of gradient descent on the model's loss."""
+    updates, opt_state = _optimizer(hp["lr"]).update(jax.grad(program.model.loss)(params, hp, task), opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
 
+
+def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, stop):
+    """GD steps start .. stop-1 with the running maximum of sigma over the states after each step:
+    one max per value and step, enough to tell whether any level was first reached in the block
+    (not kept when no levels are recorded)."""
+    peak = jnp.full(state.hit.shape[:1], -jnp.inf, _sigma(program, state.params, hp, task).dtype)
+    if not program.levels:
+        plain = lambda _, carry: _gd_step(program, *carry, hp, task)  # noqa: E731
+        return *jax.lax.fori_loop(start, stop, plain, (state.params, state.opt_state)), peak
+
+    def step(_, carry):
+        params, opt_state, peak = carry
+        params, opt_state = _gd_step(program, params, opt_state, hp, task)
+        return params, opt_state, jnp.maximum(peak, _sigma(program, params, hp, task))
+
+    return jax.lax.fori_loop(start, stop, step, (state.params, state.opt_state, peak))
+
+
+def _steps_with_hits(program: Program, state: TrajectoryState, hp, task, start, stop):
+    """GD steps start .. stop-1, the first-hitting steps updated after every step (exact)."""
     def step(t, carry):
         params, opt_state, hit = carry
-        hit = _update_hits(program, hit, params, hp, task, t)
-        updates, opt_state = optimizer.update(grad(params, hp, task), opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, hit
+        params, opt_state = _gd_step(program, params, opt_state, hp, task)
+        return params, opt_state, _update_hits(program, hit, params, hp, task, t + 1)
 
-    params, opt_state, hit = jax.lax.fori_loop(start, stop, step, (state.params, state.opt_state, state.hit))
-    hit = _update_hits(program, hit, params, hp, task, stop)
-    loss = model.loss(params, hp, task)
+    return jax.lax.fori_loop(start, stop, step, (state.params, state.opt_state, state.hit))
 
+
+def _reached_new_level(program: Program, state: TrajectoryState, peak, task):
+    """Whether the block's running maximum reached a level not hit before it."""
+    return jnp.any((state.hit < 0) & (peak[:, None] >= _thresholds(program, task, peak.dtype)))
+
+
+def settle(program: Program, state: TrajectoryState, params, opt_state, hit, hp, task, stop) -> TrajectoryState:
+    """The divergence / convergence check at the end of a block ending at `stop`: diverged ->
+    restored to the block's start and frozen; converged -> frozen; frozen stays as it was."""
+    loss = program.model.loss(params, hp, task)
     finite = jnp.isfinite(loss) & jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(params)]))
     diverged_now = ~finite | (loss > program.blowup * state.loss0)
     converged_now = jnp.all(hit >= 0) & (loss <= program.rel_loss * state.loss0)
@@ -150,19 +184,53 @@ def advance(program: Program, state: TrajectoryState, hp, task, start, stop) -> 
 def record(program: Program, state: TrajectoryState, hp, task):
     """(loss, sigma) of the current parameters."""
     params = state.params
-    return program.model.loss(params, hp, task), program.model.observe(params, hp, task)["sigma"]
+    return program.model.loss(params, hp, task), _sigma(program, params, hp, task)
+
+
+REPLAY_FRACTION = 16     # a chunk replays at most 1/16 of its trajectories at once
+
+
+def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task, start, stop) -> TrajectoryState:
+    """Every trajectory of a chunk from `start` to `stop`, first-hitting steps exact.
+
+    The block runs once with a running maximum of sigma (cheap); only the trajectories whose
+    maximum reached a new level are run again from the block's start with a per-step hit test,
+    gathered into sub-batches of 1/`REPLAY_FRACTION` of the chunk, and take that run's result.
+    Each trajectory's result depends on itself alone, never on which others share its chunk."""
+    fast = jax.vmap(functools.partial(_steps_with_peak, program), (0, hp_axes, None, None, None))
+    params, opt_state, peak = fast(state, hps, task, start, stop)
+    pending = jax.vmap(functools.partial(_reached_new_level, program), (0, 0, None))(state, peak, task)
+    batch = pending.shape[0]
+    capacity = max(1, batch // REPLAY_FRACTION)
+    exact = jax.vmap(functools.partial(_steps_with_hits, program), (0, hp_axes, None, None, None))
+
+    def replay(carry):
+        pending, params, opt_state, hit = carry
+        rows = jnp.nonzero(pending, size=capacity, fill_value=batch)[0]
+        take = jnp.minimum(rows, batch - 1)
+        sub_hps = {k: v if hp_axes[k] is None else v[take] for k, v in hps.items()}
+        result = exact(jax.tree.map(lambda x: x[take], state), sub_hps, task, start, stop)
+        put = lambda whole, part: whole.at[rows].set(part, mode="drop")  # noqa: E731
+        params, opt_state, hit = jax.tree.map(put, (params, opt_state, hit), result)
+        return pending.at[rows].set(False, mode="drop"), params, opt_state, hit
+
+    carry = jax.lax.while_loop(lambda c: jnp.any(c[0]), replay, (pending, params, opt_state, state.hit))
+    _, params, opt_state, hit = carry
+    check = jax.vmap(functools.partial(settle, program), (0, 0, 0, 0, hp_axes, None, None))
+    return check(state, params, opt_state, hit, hps, task, stop)
 
 
 def run_chunk(program: Program, root_key, run_ids, hps, task):
-    """Every trajectory of one chunk from init to the last recorded step.
+    """Every trajectory of one chunk from init to the last recorded step. A hyperparameter given
+    as a scalar is one value for the whole chunk (unbatched).
 
     Returns (summary, records): summary arrays of shape (B, ...) and records
     (loss (R, B), sigma (R, B, k)) at `program.record_steps`.
     """
     keys = jax.vmap(lambda i: jax.random.fold_in(root_key, i))(run_ids)
-    state = jax.vmap(functools.partial(init_state, program), (0, 0, None))(keys, hps, task)
-    batched_advance = jax.vmap(functools.partial(advance, program), (0, 0, None, None, None))
-    batched_record = jax.vmap(functools.partial(record, program), (0, 0, None))
+    hp_axes = {name: None if jnp.ndim(value) == 0 else 0 for name, value in hps.items()}
+    state = jax.vmap(functools.partial(init_state, program), (0, hp_axes, None))(keys, hps, task)
+    batched_record = jax.vmap(functools.partial(record, program), (0, hp_axes, None))
     steps = np.asarray(program.record_steps)
     bounds = jnp.asarray(np.stack([steps[:-1], steps[1:]], axis=1), STEP_DTYPE)
 
@@ -174,7 +242,7 @@ def run_chunk(program: Program, root_key, run_ids, hps, task):
         def block(carry):
             start, st = carry
             stop = jnp.minimum(start + program.check_every, bound[1])
-            return stop, batched_advance(st, hps, task, start, stop)
+            return stop, _advance_chunk(program, st, hps, hp_axes, task, start, stop)
 
         _, state = jax.lax.while_loop(running, block, (bound[0], state))
         return state, batched_record(state, hps, task)
@@ -195,7 +263,8 @@ def run_chunk(program: Program, root_key, run_ids, hps, task):
 
 @dataclasses.dataclass
 class CompiledChunk:
-    """A chunk program compiled for one batch size.
+    """A chunk program compiled for one batch size; the hyperparameters named in `constant` are
+    one value per chunk and enter the program unbatched (a scalar).
 
     `launch` dispatches a chunk and returns at once (JAX dispatch is asynchronous), so the host can
     write the previous chunk while this one computes; `fetch` waits and returns NumPy arrays.
@@ -206,10 +275,15 @@ class CompiledChunk:
     executable: Any
     compile_seconds: float
     root_key: Any
+    constant: tuple[str, ...] = ()
 
     def launch(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[int, Any]:
         ids = _pad(np.asarray(run_ids), self.batch).astype(np.int32)
-        batch_hps = {k: _pad(v, self.batch) for k, v in cast_hps(hps, self.program.dtype).items()}
+        hps = cast_hps(hps, self.program.dtype)
+        varying = [k for k in self.constant if np.any(hps[k] != hps[k][0])]
+        if varying:
+            raise ValueError(f"{varying} vary within a chunk of a program compiled with them constant")
+        batch_hps = {k: v[0] if k in self.constant else _pad(v, self.batch) for k, v in hps.items()}
         return len(run_ids), self.executable(self.root_key, ids, batch_hps, task)
 
     @staticmethod
@@ -235,8 +309,9 @@ def _pad(values: np.ndarray, size: int) -> np.ndarray:
     return np.concatenate([values, np.repeat(values[-1:], size - len(values))])
 
 
-def _abstract_args(program: Program, batch: int, hp_names, task):
-    hps = {k: jax.ShapeDtypeStruct((batch,), np.int32 if k in INTEGER_HPS else program.dtype) for k in hp_names}
+def _abstract_args(program: Program, batch: int, hp_names, task, constant=()):
+    hps = {k: jax.ShapeDtypeStruct(() if k in constant else (batch,), np.int32 if k in INTEGER_HPS else program.dtype)
+           for k in hp_names}
     return (jax.eval_shape(jax.random.key, 0), jax.ShapeDtypeStruct((batch,), np.int32), hps, task)
 
 
@@ -275,7 +350,7 @@ def max_chunk() -> int:
     return 16_384 if jax.default_backend() == "cpu" else 1 << 20
 
 
-def compile_chunk(program: Program, batch: int, hp_names, task, seed: int) -> CompiledChunk:
+def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, constant=()) -> CompiledChunk:
     """Lower and compile the chunk program for `batch` trajectories (timed). With several local
     devices the batch axis is sharded over all of them (a 1-D `NamedSharding` mesh; the batch is
     padded to a multiple of the device count) and the task and key are replicated; every
@@ -289,9 +364,10 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int) -> Co
         mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
         rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
         whole = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-        shardings = (whole, rows, {name: rows for name in hp_names}, jax.tree.map(lambda _: whole, task))
+        shardings = (whole, rows, {name: whole if name in constant else rows for name in hp_names},
+                     jax.tree.map(lambda _: whole, task))
         jitted = jax.jit(fn, in_shardings=shardings)
     else:
         jitted = jax.jit(fn)
-    executable = jitted.lower(*_abstract_args(program, batch, hp_names, task)).compile()
-    return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed))
+    executable = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant)).compile()
+    return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), tuple(constant))

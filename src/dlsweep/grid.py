@@ -14,6 +14,7 @@ import numpy as np
 
 DEFAULT_MAX_CHUNK = 16_384          # chunks of ~8k-40k trajectories stay in cache (PERFORMANCE.md)
 DEFAULT_MEMORY_BUDGET = 512 * 2**20  # bytes of state + records per chunk, when none is given
+MIN_ALIGNED_GROUP = 256              # chunks follow the leading axis's values only if each has this many runs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +44,24 @@ class Chunk:
     stop: int    # one past the last run_id
 
 
+def aligned_group(axes: dict[str, np.ndarray]) -> int:
+    """Runs per value of the leading axis (a contiguous block of run ids, row-major), when there
+    are at least `MIN_ALIGNED_GROUP` of them; else the whole grid. Chunks never straddle a group,
+    so the leading axis (depth, for most models) is one value per chunk and is passed to the
+    compiled program unbatched, where integer powers and layer masks cost a scalar test instead
+    of a per-trajectory select."""
+    sizes = [len(v) for v in axes.values()]
+    n_runs, group = math.prod(sizes), math.prod(sizes[1:])
+    return group if sizes[0] > 1 and group >= MIN_ALIGNED_GROUP else n_runs
+
+
+def constant_axes(axes: dict[str, np.ndarray], follows_leading: bool) -> tuple[str, ...]:
+    """Axes with one value in every chunk: every axis with a single value, and the leading axis
+    when the chunks follow its values (`aligned_group` smaller than the grid)."""
+    single = tuple(name for name, values in axes.items() if len(values) == 1)
+    return (next(iter(axes)),) + single if follows_leading else single
+
+
 def chunk_size_for(n_runs: int, bytes_per_trajectory: int, budget: int = DEFAULT_MEMORY_BUDGET,
                    cap: int = DEFAULT_MAX_CHUNK) -> int:
     """Trajectories per chunk: at most `budget` bytes and `cap` trajectories, and the grid cut into
@@ -53,9 +72,14 @@ def chunk_size_for(n_runs: int, bytes_per_trajectory: int, budget: int = DEFAULT
     return size if size <= largest else largest
 
 
-def chunks(n_runs: int, chunk_size: int) -> list[Chunk]:
-    n_chunks = math.ceil(n_runs / chunk_size)
-    return [Chunk(i, i * chunk_size, min(n_runs, (i + 1) * chunk_size)) for i in range(n_chunks)]
+def chunks(n_runs: int, chunk_size: int, group: int | None = None) -> list[Chunk]:
+    """Consecutive run ids cut into chunks of at most `chunk_size`, never straddling a multiple of
+    `group` (default: the whole grid is one group)."""
+    group = group or n_runs
+    bounds = [(start, min(start + chunk_size, group_start + group, n_runs))
+              for group_start in range(0, n_runs, group)
+              for start in range(group_start, min(group_start + group, n_runs), chunk_size)]
+    return [Chunk(i, start, stop) for i, (start, stop) in enumerate(bounds)]
 
 
 def _round_up(n: int, multiple: int) -> int:

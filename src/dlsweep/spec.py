@@ -315,8 +315,8 @@ def _record(table: dict, steps: int, where: _Where) -> Record:
     if points > MAX_RECORD_POINTS:
         raise where.error("record.points", f"expected at most {MAX_RECORD_POINTS} record points, got {points}")
     levels = table.get("levels", list(default.levels))
-    if not isinstance(levels, list) or not levels:
-        raise where.error("record.levels", f"expected a non-empty list of levels in (0, 1], got {levels!r}")
+    if not isinstance(levels, list):
+        raise where.error("record.levels", f"expected a list of levels in (0, 1] ([] for no hitting times), got {levels!r}")
     for level in levels:
         if not _is_number(level) or not 0 < level <= 1:
             raise where.error("record.levels", f"expected levels in (0, 1], got {level!r}")

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 RUNS, TRAJECTORIES = "runs", "trajectories"
 MANIFEST, SPEC_FILE, LOCK, INIT_LOCK = "manifest.json", "sweep.toml", ".lock", ".lock-init"
-MANIFEST_KEYS = ("name", "model", "spec_hash", "n_runs", "chunk_size", "n_chunks", "chunks")
+MANIFEST_KEYS = ("name", "model", "spec_hash", "n_runs", "chunk_size", "group", "n_chunks", "chunks")
 
 
 class StoreError(RuntimeError):
@@ -195,7 +195,7 @@ def write_manifest(folder: Path, manifest: dict) -> None:
     _atomic_write_bytes(Path(folder) / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
 
 
-def new_manifest(sweep: Sweep, n_runs: int, chunk_size: int, n_chunks: int) -> dict:
+def new_manifest(sweep: Sweep, n_runs: int, chunk_size: int, n_chunks: int, group: int) -> dict:
     import jax
     import jaxlib
 
@@ -205,6 +205,7 @@ def new_manifest(sweep: Sweep, n_runs: int, chunk_size: int, n_chunks: int) -> d
         "spec_hash": sweep.spec_hash(),
         "n_runs": n_runs,
         "chunk_size": chunk_size,
+        "group": group,                 # chunks never straddle a multiple of this many run ids
         "n_chunks": n_chunks,
         "versions": {"dlsweep": __version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
                      "numpy": np.__version__, "python": platform.python_version()},
