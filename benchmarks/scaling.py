@@ -62,6 +62,8 @@ def render(by_size, by_depth, info) -> str:
     header = "| trajectories | depth | chunk x chunks | compile | run | traj-steps/s |\n|---|---|---|---|---|---|"
     machine = "\n".join(f"- {k}: {v}" for k, v in info.items())
     return (f"# dlsweep engine scaling (toy model, float32, hits at 3 levels, no early stop)\n\n"
+            f"{by_size[0]['steps']:,} GD steps per trajectory, up to 200 recorded steps (log schedule); compile "
+            f"and run timed separately, one process.\n\n"
             f"## Machine\n\n{machine}\n\n## Against grid size (depths 1..6 mixed)\n\n{header}\n{rows(by_size)}\n\n"
             f"## Against depth (one depth per sweep)\n\n{header}\n{rows(by_depth)}\n\n![scaling](scaling.png)\n")
 
