@@ -55,14 +55,13 @@ class DlsweepResult:
 def engine_compute(sweep, chunk_size: int | None) -> tuple[Timing, Timing, int, int]:
     """The compiled chunk programs alone, as `api.run` sets them up: compile once, then every chunk
     of the grid (dispatch + copy of results to NumPy), with no tables or files."""
-    from dlsweep import api, engine, grid
+    from dlsweep import api, grid
 
     program, flat, task = api.compile_inputs(sweep)
     group = grid.aligned_group(sweep.axes)
     size = chunk_size or api.default_chunk_size(program, group, list(flat.columns), task)
     with timed() as compile_time:
-        compiled = engine.compile_chunk(program, size, list(flat.columns), task, sweep.seed,
-                                        constant=grid.constant_axes(sweep.axes, group < flat.size))
+        compiled = api.compile_sweep(sweep, program, task, size, group)
     plan = grid.chunks(flat.size, size, group)
     with timed() as run_time:
         for chunk in plan:

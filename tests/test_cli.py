@@ -262,3 +262,15 @@ def test_negative_max_chunks_is_an_error(tmp_path, small_spec, capsys):
     assert_cli_error(*run_main(capsys, "run", small_spec, "--out", out, "--chunk-size", SMALL_CHUNK,
                                "--max-chunks", -1), "--max-chunks")
     assert not out.exists()
+
+
+def test_thresholds_and_heatmap_of_a_run_without_the_levels_are_errors(tmp_path, write_spec, capsys):
+    """A run recorded with `levels = []` (or without s and f among its levels) has no hitting
+    times to decide from: thresholds and the status heatmap say so; trajectories still draw."""
+    path = write_spec({"record": {"levels": []}})
+    out = tmp_path / "o"
+    assert run_main(capsys, "run", path, "--out", out, "--no-progress")[0] == 0
+    assert_cli_error(*run_main(capsys, "thresholds", out), "--s 0.05", "its levels are none")
+    assert_cli_error(*run_main(capsys, "plot", out), "--s 0.05", "its levels are none")
+    code, printed, _ = run_main(capsys, "plot", out, "--kind", "trajectories")
+    assert code == 0 and printed.strip().endswith("trajectories.png")

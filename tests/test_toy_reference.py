@@ -83,7 +83,7 @@ def loss_tolerance(sigma, loss, depth, rtol):
 
 
 def check_points(record_steps, check_every):
-    """Steps at which the engine tests divergence (engine.run_chunk / engine.advance): blocks of
+    """Steps at which the engine tests divergence (engine.run_chunk / engine.settle): blocks of
     `check_every` steps started afresh at every recorded step, so every recorded step and every
     `check_every` steps after one."""
     points = set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -70,6 +71,14 @@ def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str]
                                budget=engine.memory_budget(), cap=engine.max_chunk())
 
 
+def compile_sweep(sweep: Sweep, program: engine.Program, task: dict, size: int, group: int) -> engine.CompiledChunk:
+    """The chunk program of a sweep for chunks of `size` that never straddle `group` run ids
+    (`grid.aligned_group`): the axes with one value per chunk enter it unbatched."""
+    follows_leading = group < math.prod(len(values) for values in sweep.axes.values())
+    return engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
+                                constant=grid.constant_axes(sweep.axes, follows_leading))
+
+
 def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
         chunk_size: int | None = None, overwrite: bool = False, progress_bar: bool | None = None,
         max_chunks: int | None = None, shard: tuple[int, int] | None = None) -> RunReport:
@@ -81,9 +90,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     may share the folder with the other shards, on this machine or others; the first to start
     fixes the chunk plan, and the dataset is complete when every chunk's part exists."""
     sweep = spec if isinstance(spec, Sweep) else spec_module.load(spec, overrides)
-    for flag, value in (("--chunk-size", chunk_size), ("--max-chunks", max_chunks)):
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise spec_module.SpecError(f"{flag}: expected an integer >= 1, got {value!r}")
+    spec_module.check_counts({"--chunk-size": chunk_size, "--max-chunks": max_chunks})
     if shard is not None:
         if not (len(shard) == 2 and all(type(v) is int for v in shard) and 1 <= shard[0] <= shard[1]):
             raise spec_module.SpecError(f"--shard: expected K/N with 1 <= K <= N, got {shard!r}")
@@ -117,8 +124,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
             todo = todo[:max_chunks]
         compile_seconds, run_seconds, traj_steps = 0.0, 0.0, 0
         if todo:
-            compiled = engine.compile_chunk(program, manifest["chunk_size"], hp_names, task, sweep.seed,
-                                            constant=grid.constant_axes(sweep.axes, group < flat.size))
+            compiled = compile_sweep(sweep, program, task, manifest["chunk_size"], group)
             compile_seconds = compiled.compile_seconds
             meter = progress.meter(sum(c.stop - c.start for c in todo), len(todo), progress_bar)
             started = time.perf_counter()
@@ -282,6 +288,7 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         name = "heatmap-r-depth"
     elif kind == "heatmap":
         x, y = _two_axes(sweep, x or "sigma0", y or ("depth" if "depth" in sweep.axes else "lr"))
+        incremental.check_levels(s, f, sweep.record.levels)
         frame = plot.decisions_frame(runs, pair, s, f)
         if color is not None and color not in frame:
             numeric = [c for c in frame.columns if frame[c].dtype.kind in "fi" and c not in sweep.axes]

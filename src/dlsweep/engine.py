@@ -3,16 +3,18 @@ chunk of the grid and compiled once per static configuration.
 
 A trajectory's life, all inside one compiled program:
 
-    init_state                       params from the model, optax state, hits at step 0
-    advance(state, start, stop)      `stop - start` GD steps (a `fori_loop`); every step updates the
-                                     first-hitting steps; at `stop` the trajectory is checked:
-                                     diverged -> restored to `start` and frozen; converged -> frozen
-    record(state)                    (loss, sigma) at a recorded step
+    init_state                     params from the model, optax state, hits at step 0
+    _steps_with_peak               GD steps of a block, keeping the running maximum of sigma
+    _steps_with_hits               the same steps with the first-hitting steps updated after each
+    settle                         the check at a block's end: diverged -> restored to the block's
+                                   start and frozen; converged -> frozen
+    record                         (loss, sigma) at a recorded step
 
 The chunk program scans over record segments; inside a segment a `while_loop` advances the whole
-chunk in blocks of `check_every` steps and ends early once every trajectory is frozen. Frozen
-trajectories are computed and discarded (SIMD has no per-lane skip), so a trajectory's result
-never depends on which others share its chunk.
+chunk in blocks of `check_every` steps (`_advance_chunk`: every trajectory with the peak, then
+only those whose peak reached a new level again with exact hits) and ends early once every
+trajectory is frozen. Frozen trajectories are computed and discarded (SIMD has no per-lane skip),
+so a trajectory's result never depends on which others share its chunk.
 """
 
 from __future__ import annotations
@@ -138,7 +140,7 @@ def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, 
     """GD steps start .. stop-1 with the running maximum of sigma over the states after each step:
     one max per value and step, enough to tell whether any level was first reached in the block
     (not kept when no levels are recorded)."""
-    peak = jnp.full(state.hit.shape[:1], -jnp.inf, _sigma(program, state.params, hp, task).dtype)
+    peak = jnp.full(state.hit.shape[:1], -jnp.inf, state.loss0.dtype)
     if not program.levels:
         plain = lambda _, carry: _gd_step(program, *carry, hp, task)  # noqa: E731
         return *jax.lax.fori_loop(start, stop, plain, (state.params, state.opt_state)), peak

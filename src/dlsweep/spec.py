@@ -110,6 +110,13 @@ def _plain(value: Any) -> Any:
 # ----------------------------------------------------------------------------- loading
 
 
+def check_counts(flags: Mapping[str, Any]) -> None:
+    """Counts given on the command line (--chunk-size, --shards, ...): each None or an integer >= 1."""
+    for flag, value in flags.items():
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise SpecError(f"{flag}: expected an integer >= 1, got {value!r}")
+
+
 def load(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
     """Read a TOML sweep file, apply `KEY=VALUE` overrides, validate and resolve it."""
     path = Path(path)

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from dlsweep import __version__
+from dlsweep.models import INTEGER_HPS
 
 if TYPE_CHECKING:
     from dlsweep.spec import Sweep
@@ -77,18 +78,26 @@ def _atomic_write_parquet(path: Path, frame: pd.DataFrame) -> None:
     _replace_atomically(path, lambda tmp: frame.to_parquet(tmp, index=False, use_dictionary=repeated))
 
 
+def _gone(host: str, pid: str) -> bool:
+    """Whether the process `pid` on `host` is known to have exited: only a process of this host
+    can be checked, so any other (or an unreadable pid) counts as possibly alive."""
+    if host != platform.node() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    return False
+
+
 def _sweep_dead_temporaries(folder: Path) -> None:
     """Remove temporaries whose writer (a process on this host) is gone; a live writer's stay."""
     for tmp in folder.glob("**/.*.tmp-*"):
         host, _, pid = tmp.name.rpartition(".tmp-")[2].rpartition("-")
-        if host != platform.node() or not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if _gone(host, pid):
             tmp.unlink(missing_ok=True)
-        except PermissionError:
-            pass
 
 
 def _open_lock(path: Path):
@@ -115,15 +124,7 @@ def _holders(folder: Path) -> str:
 def _alive(claim: str) -> bool:
     """Whether the writer of a lock claim ('dlsweep run pid N on HOST ...') may still run."""
     found = re.search(r"pid (\d+) on (\S+)", claim)
-    if not found or found.group(2) != platform.node():
-        return True
-    try:
-        os.kill(int(found.group(1)), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
+    return not (found and _gone(found.group(2), found.group(1)))
 
 
 @contextlib.contextmanager
@@ -314,7 +315,7 @@ def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], 
 def load(folder: str | Path) -> pd.DataFrame:
     """The runs table of a dataset (finished chunks), sorted by run_id, with tidy dtypes."""
     frame = _read_parts(Path(folder), RUNS)
-    ints = [c for c in frame.columns if c in ("run_id", "depth", "seed", "steps_run") or c.startswith("hit_")]
+    ints = [c for c in frame.columns if c in ("run_id", *INTEGER_HPS, "steps_run") or c.startswith("hit_")]
     frame = frame.astype({c: "int64" for c in ints} | {c: "bool" for c in ("diverged", "converged") if c in frame})
     return frame.sort_values("run_id", ignore_index=True)
 
@@ -322,15 +323,14 @@ def load(folder: str | Path) -> pd.DataFrame:
 def load_trajectories(folder: str | Path) -> pd.DataFrame:
     """The trajectories table (one row per run and recorded step) of finished chunks, sorted by
     run_id and step."""
-    finished = [Path(folder) / TRAJECTORIES / part_name(i) for i in sorted(finished_chunks(folder))]
-    frame = _read_parts(Path(folder), TRAJECTORIES, [p for p in finished if p.exists()])
+    frame = _read_parts(Path(folder), TRAJECTORIES)
     return frame.sort_values(["run_id", "step"], ignore_index=True)
 
 
-def _read_parts(folder: Path, table: str, parts: list[Path] | None = None) -> pd.DataFrame:
-    path = folder / table
-    if parts is None:
-        parts = sorted(path.glob("part-*.parquet")) if path.is_dir() else []
+def _read_parts(folder: Path, table: str) -> pd.DataFrame:
+    """The parts of `table` that belong to finished chunks (a chunk is finished once its runs part
+    exists), concatenated."""
+    parts = [p for i in sorted(finished_chunks(folder)) if (p := folder / table / part_name(i)).exists()]
     if not parts:
         raise StoreError(f"{folder}: no finished chunks in {table}/ (is this a dlsweep run folder?)")
     return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from dlsweep import api
-from dlsweep.spec import SpecError, Sweep
+from dlsweep.spec import SpecError, Sweep, check_counts
 from dlsweep.store import StoreError
 
 EXECUTORS = ("local", "slurm")
@@ -57,9 +57,7 @@ def submit(spec: str | Path | Sweep, shards: int, executor: str = "local", out: 
     """Run a sweep as `shards` jobs sharing one dataset folder. Waits for the jobs (and raises if
     one failed) when `wait`, by default for the local executor only."""
     sweep = spec if isinstance(spec, Sweep) else api.spec_module.load(spec, overrides)
-    for flag, value in (("--shards", shards), ("--chunk-size", chunk_size)):
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise SpecError(f"{flag}: expected an integer >= 1, got {value!r}")
+    check_counts({"--shards": shards, "--chunk-size": chunk_size})
     if executor not in EXECUTORS:
         raise SpecError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
     try:

@@ -42,7 +42,7 @@ def check_levels(s: float, f: float, levels) -> None:
     for flag, value in (("--s", s), ("--f", f)):
         if level_name(value) not in names:
             raise ThresholdError(f"{flag} {value:g}: the run did not record this level; its levels are "
-                                 f"{', '.join(f'{v:g}' for v in levels)} (set [record] levels in the spec)")
+                                 f"{', '.join(f'{v:g}' for v in levels) or 'none'} (set [record] levels in the spec)")
 
 
 def pairs_for(sigma_star, which: str | list[tuple[int, int]]) -> list[tuple[int, int]]:
