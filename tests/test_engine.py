@@ -186,9 +186,11 @@ def test_depth_as_a_scalar_per_chunk_gives_the_same_trajectories(tmp_path, monke
 
 def test_a_program_with_a_constant_axis_refuses_a_chunk_where_it_varies():
     program, flat, task = api.compile_inputs(toy_sweep())
-    compiled = engine.compile_chunk(program, 8, list(flat.columns), task, 0, constant=("depth",))
+    compiled = engine.compile_chunk(program, 8, list(flat.columns), task, 0, constant={"depth": (1, 2)})
     with pytest.raises(ValueError, match="depth"):
         compiled(np.arange(16, 24), flat.rows(16, 24), task)          # depths 1 and 2
+    with pytest.raises(ValueError, match="depth.*not among"):
+        compiled(np.arange(40, 48), flat.rows(40, 48), task)          # depth 3
 
 
 def test_no_levels_records_the_same_trajectories_without_hits(tmp_path):

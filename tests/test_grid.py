@@ -51,11 +51,11 @@ def test_aligned_chunks_never_straddle_a_value_of_the_leading_axis(sizes, chunk_
     for c in plan:
         assert 1 <= c.stop - c.start <= chunk_size
         rows = flat.rows(c.start, c.stop)
-        for name in constant:
-            assert len(set(rows[name].tolist())) == 1, (name, c)
+        for name, values in constant.items():
+            assert len(set(rows[name].tolist())) == 1 and rows[name][0] in values, (name, c)
 
 
 def test_constant_axes():
     axes = {"depth": np.array([1, 2]), "sigma0": np.array([0.1, 0.2]), "lr": np.array([1e-3])}
-    assert grid.constant_axes(axes, follows_leading=True) == ("depth", "lr")
-    assert grid.constant_axes(axes, follows_leading=False) == ("lr",)
+    assert grid.constant_axes(axes, follows_leading=True) == {"depth": (1, 2), "lr": (1e-3,)}
+    assert grid.constant_axes(axes, follows_leading=False) == {"lr": (1e-3,)}

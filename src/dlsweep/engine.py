@@ -137,18 +137,19 @@ def _gd_step(program: Program, params, opt_state, hp, task):
 
 
 def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, stop):
-    """GD steps start .. stop-1 with the running maximum of sigma over the states after each step:
-    one max per value and step, enough to tell whether any level was first reached in the block
-    (not kept when no levels are recorded)."""
+    """GD steps start .. stop-1 with the running maximum of sigma_i / sigma*_i over the states
+    after each step: one max per value and step, enough to tell whether any level was first
+    reached in the block (not kept when no levels are recorded)."""
     peak = jnp.full(state.hit.shape[:1], -jnp.inf, state.loss0.dtype)
     if not program.levels:
         plain = lambda _, carry: _gd_step(program, *carry, hp, task)  # noqa: E731
         return *jax.lax.fori_loop(start, stop, plain, (state.params, state.opt_state)), peak
+    inverse_target = 1.0 / task["sigma_star"].astype(peak.dtype)
 
     def step(_, carry):
         params, opt_state, peak = carry
         params, opt_state = _gd_step(program, params, opt_state, hp, task)
-        return params, opt_state, jnp.maximum(peak, _sigma(program, params, hp, task))
+        return params, opt_state, jnp.maximum(peak, _sigma(program, params, hp, task) * inverse_target)
 
     return jax.lax.fori_loop(start, stop, step, (state.params, state.opt_state, peak))
 
@@ -163,9 +164,16 @@ def _steps_with_hits(program: Program, state: TrajectoryState, hp, task, start, 
     return jax.lax.fori_loop(start, stop, step, (state.params, state.opt_state, state.hit))
 
 
+PEAK_MARGIN_ULPS = 8     # sigma * (1 / sigma*) is within 3 ulps of sigma / sigma*: never miss a level
+
+
 def _reached_new_level(program: Program, state: TrajectoryState, peak, task):
-    """Whether the block's running maximum reached a level not hit before it."""
-    return jnp.any((state.hit < 0) & (peak[:, None] >= _thresholds(program, task, peak.dtype)))
+    """Whether the block's running maximum of sigma_i / sigma*_i (targets > 0) may have reached a
+    level not hit before it; the test leaves a margin of a few ulps for the rounding of the ratio,
+    so it can err only towards a replay, never miss a hit."""
+    margin = 1.0 - PEAK_MARGIN_ULPS * jnp.finfo(peak.dtype).eps
+    levels = jnp.asarray(program.levels, peak.dtype)[None, :] * margin
+    return jnp.any((state.hit < 0) & (peak[:, None] >= levels))
 
 
 def settle(program: Program, state: TrajectoryState, params, opt_state, hit, hp, task, stop) -> TrajectoryState:
@@ -190,9 +198,30 @@ def record(program: Program, state: TrajectoryState, hp, task):
 
 
 REPLAY_FRACTION = 16     # a chunk replays at most 1/16 of its trajectories at once
+SPECIALIZED_HPS = ("depth",)   # integer axes whose value, when one per chunk, is compiled in
+MAX_SPECIALIZED = 16           # at most this many values (one branch each)
 
 
-def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task, start, stop) -> TrajectoryState:
+def specialized_axes(constant: dict[str, tuple]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The constant axes compiled in as constants: (name, its values) for each axis of
+    `SPECIALIZED_HPS` that is one value per chunk and takes at most `MAX_SPECIALIZED` values."""
+    return tuple((name, tuple(int(v) for v in values)) for name, values in constant.items()
+                 if name in SPECIALIZED_HPS and len(values) <= MAX_SPECIALIZED)
+
+
+def _specialized(fn, hps, specialized):
+    """fn(hps) with each specialized axis a compile-time constant: `lax.switch` on the chunk's value
+    over one branch per value the axis takes (e.g. w**N with a static N is N-1 multiplies)."""
+    if not specialized:
+        return fn(hps)
+    (name, values), rest = specialized[0], specialized[1:]
+    index = jnp.searchsorted(jnp.asarray(values, np.int32), hps[name])
+    branches = [functools.partial(lambda v, h: _specialized(fn, {**h, name: np.int32(v)}, rest), v) for v in values]
+    return jax.lax.switch(index, branches, hps)
+
+
+def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task, start, stop,
+                   specialized=()) -> TrajectoryState:
     """Every trajectory of a chunk from `start` to `stop`, first-hitting steps exact.
 
     The block runs once with a running maximum of sigma (cheap); only the trajectories whose
@@ -200,7 +229,7 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
     gathered into sub-batches of 1/`REPLAY_FRACTION` of the chunk, and take that run's result.
     Each trajectory's result depends on itself alone, never on which others share its chunk."""
     fast = jax.vmap(functools.partial(_steps_with_peak, program), (0, hp_axes, None, None, None))
-    params, opt_state, peak = fast(state, hps, task, start, stop)
+    params, opt_state, peak = _specialized(lambda h: fast(state, h, task, start, stop), hps, specialized)
     pending = jax.vmap(functools.partial(_reached_new_level, program), (0, 0, None))(state, peak, task)
     batch = pending.shape[0]
     capacity = max(1, batch // REPLAY_FRACTION)
@@ -211,7 +240,8 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
         rows = jnp.nonzero(pending, size=capacity, fill_value=batch)[0]
         take = jnp.minimum(rows, batch - 1)
         sub_hps = {k: v if hp_axes[k] is None else v[take] for k, v in hps.items()}
-        result = exact(jax.tree.map(lambda x: x[take], state), sub_hps, task, start, stop)
+        sub_state = jax.tree.map(lambda x: x[take], state)
+        result = _specialized(lambda h: exact(sub_state, h, task, start, stop), sub_hps, specialized)
         put = lambda whole, part: whole.at[rows].set(part, mode="drop")  # noqa: E731
         params, opt_state, hit = jax.tree.map(put, (params, opt_state, hit), result)
         return pending.at[rows].set(False, mode="drop"), params, opt_state, hit
@@ -222,9 +252,10 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
     return check(state, params, opt_state, hit, hps, task, stop)
 
 
-def run_chunk(program: Program, root_key, run_ids, hps, task):
+def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=()):
     """Every trajectory of one chunk from init to the last recorded step. A hyperparameter given
-    as a scalar is one value for the whole chunk (unbatched).
+    as a scalar is one value for the whole chunk (unbatched); those in `specialized` ((name,
+    values) pairs) are also compiled in as constants for the GD steps.
 
     Returns (summary, records): summary arrays of shape (B, ...) and records
     (loss (R, B), sigma (R, B, k)) at `program.record_steps`.
@@ -244,7 +275,7 @@ def run_chunk(program: Program, root_key, run_ids, hps, task):
         def block(carry):
             start, st = carry
             stop = jnp.minimum(start + program.check_every, bound[1])
-            return stop, _advance_chunk(program, st, hps, hp_axes, task, start, stop)
+            return stop, _advance_chunk(program, st, hps, hp_axes, task, start, stop, specialized)
 
         _, state = jax.lax.while_loop(running, block, (bound[0], state))
         return state, batched_record(state, hps, task)
@@ -277,7 +308,7 @@ class CompiledChunk:
     executable: Any
     compile_seconds: float
     root_key: Any
-    constant: tuple[str, ...] = ()
+    constant: dict[str, tuple] = dataclasses.field(default_factory=dict)
 
     def launch(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[int, Any]:
         ids = _pad(np.asarray(run_ids), self.batch).astype(np.int32)
@@ -285,6 +316,9 @@ class CompiledChunk:
         varying = [k for k in self.constant if np.any(hps[k] != hps[k][0])]
         if varying:
             raise ValueError(f"{varying} vary within a chunk of a program compiled with them constant")
+        unknown = {k: hps[k][0] for k, values in self.constant.items() if hps[k][0] not in values}
+        if unknown:
+            raise ValueError(f"{unknown} not among the values the program was compiled for")
         batch_hps = {k: v[0] if k in self.constant else _pad(v, self.batch) for k, v in hps.items()}
         return len(run_ids), self.executable(self.root_key, ids, batch_hps, task)
 
@@ -352,16 +386,18 @@ def max_chunk() -> int:
     return 16_384 if jax.default_backend() == "cpu" else 1 << 20
 
 
-def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, constant=()) -> CompiledChunk:
-    """Lower and compile the chunk program for `batch` trajectories (timed). With several local
+def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, constant: dict[str, tuple] | None = None) -> CompiledChunk:
+    """Lower and compile the chunk program for `batch` trajectories (timed). `constant` maps the
+    axes with one value per chunk to the values they take (`specialized_axes`). With several local
     devices the batch axis is sharded over all of them (a 1-D `NamedSharding` mesh; the batch is
     padded to a multiple of the device count) and the task and key are replicated; every
     trajectory is computed alone, so the results equal a single-device run."""
     use_compilation_cache()
+    constant = dict(constant or {})
     devices = jax.local_devices()
     batch = -(-batch // len(devices)) * len(devices)
     start = time.perf_counter()
-    fn = lambda *a: run_chunk(program, *a)  # noqa: E731
+    fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant))
     if len(devices) > 1:
         mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
         rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
@@ -372,4 +408,4 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     else:
         jitted = jax.jit(fn)
     executable = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant)).compile()
-    return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), tuple(constant))
+    return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant)

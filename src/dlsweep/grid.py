@@ -55,11 +55,13 @@ def aligned_group(axes: dict[str, np.ndarray]) -> int:
     return group if sizes[0] > 1 and group >= MIN_ALIGNED_GROUP else n_runs
 
 
-def constant_axes(axes: dict[str, np.ndarray], follows_leading: bool) -> tuple[str, ...]:
-    """Axes with one value in every chunk: every axis with a single value, and the leading axis
-    when the chunks follow its values (`aligned_group` smaller than the grid)."""
-    single = tuple(name for name, values in axes.items() if len(values) == 1)
-    return (next(iter(axes)),) + single if follows_leading else single
+def constant_axes(axes: dict[str, np.ndarray], follows_leading: bool) -> dict[str, tuple]:
+    """Axes with one value in every chunk, each with the values it takes: every axis with a
+    single value, and the leading axis when the chunks follow its values (`aligned_group`
+    smaller than the grid)."""
+    leading = next(iter(axes))
+    return {name: tuple(values.tolist()) for name, values in axes.items()
+            if len(values) == 1 or (follows_leading and name == leading)}
 
 
 def chunk_size_for(n_runs: int, bytes_per_trajectory: int, budget: int = DEFAULT_MEMORY_BUDGET,
