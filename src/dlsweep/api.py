@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlsweep import engine, grid, models, progress, store, tasks
+from dlsweep import engine, grid, models, progress, store
 from dlsweep import spec as spec_module
 from dlsweep.analysis import incremental
 from dlsweep.spec import Sweep
@@ -57,8 +57,9 @@ def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
     """The static program, the flat grid and the shared task of a sweep (x64 switched on first
     for float64 sweeps)."""
     _use_dtype(sweep.dtype)
-    program = engine.Program.from_sweep(sweep, models.FAMILIES[sweep.model].build(sweep))
-    return program, grid.build(sweep.axes), tasks.make(sweep)
+    family = models.FAMILIES[sweep.model]
+    program = engine.Program.from_sweep(sweep, family.build(sweep))
+    return program, grid.build(sweep.axes), family.make_task(sweep)
 
 
 def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict) -> int:
