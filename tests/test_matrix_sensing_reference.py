@@ -148,30 +148,28 @@ def compare(runs, traj, record_steps, initial_layers, a, label):
     return worst_loss, worst_sigma
 
 
-@pytest.fixture(scope="module")
-def population(tmp_path_factory):
-    return run_sweep(tmp_path_factory, ms_sweep("ms_pop", 0, "identity"))
+CASES = {"population": (0, "identity"), "m5": (5, "identity"), "m40": (40, "identity"), "gaussian": (40, "gaussian")}
 
 
 @pytest.fixture(scope="module")
-def few_measurements(tmp_path_factory):
-    return run_sweep(tmp_path_factory, ms_sweep("ms_m5", 5, "identity"))
+def results(tmp_path_factory):
+    """results(case) -> (runs, trajectories, record steps) of the case's sweep (`CASES`: m and
+    init), run once per module."""
+    done = {}
 
+    def get(case):
+        if case not in done:
+            measurements, init = CASES[case]
+            done[case] = run_sweep(tmp_path_factory, ms_sweep(f"ms_{case}", measurements, init))
+        return done[case]
 
-@pytest.fixture(scope="module")
-def many_measurements(tmp_path_factory):
-    return run_sweep(tmp_path_factory, ms_sweep("ms_m40", 40, "identity"))
-
-
-@pytest.fixture(scope="module")
-def gaussian(tmp_path_factory):
-    return run_sweep(tmp_path_factory, ms_sweep("ms_gauss", 40, "gaussian"))
+    return get
 
 
 # ----------------------------------------------------------------------------- tests
 
 
-def test_identity_init_population_loss(population):
+def test_identity_init_population_loss(results):
     """(1) Identity init W_n(0) = sigma0^(1/N) I, population loss 1/(2N) ||W - W*||_F^2, d = 4,
     sigma* = (3, 2, 1), N in {1, 2, 3}, sigma0 in {1e-2, 1e-1}, lr 1e-2, 300 steps.
 
@@ -179,37 +177,37 @@ def test_identity_init_population_loss(population):
     docstring). Tolerance: 1e-9 relative on loss and sigma_i at every recorded step (both sides
     are float64 GD on the same equations; rounding differences are ~1e-15 per step). Also: the
     step-0 sigma are exactly sigma0 (to 1e-12), every k value."""
-    runs, traj, record_steps = population
+    runs, traj, record_steps = results("population")
     sigma0_rows = dense(runs, traj, record_steps[:1], SIGMA_COLUMNS)[:, 0, :]
     np.testing.assert_allclose(sigma0_rows, np.repeat(runs["sigma0"].to_numpy()[:, None], K, 1), rtol=1e-12)
     compare(runs, traj, record_steps, lambda run: identity_layers(run.depth, run.sigma0, D), None, "population")
 
 
-def test_identity_init_few_measurements(few_measurements):
+def test_identity_init_few_measurements(results):
     """(2) Identity init, m = 5 < d^2 = 16 Gaussian measurements (the engine uses the m x d^2
     measurements directly), loss 1/(2N) (1/m) sum_j <A_j, W - W*>^2.
 
     Expected: reference_gd with G(D) = (1/m) sum_j <A_j, D> A_j, A_j from
     default_rng(seed).standard_normal((5, 16)) rows reshaped row-major to 4 x 4. Tolerance: 1e-9
     relative at every recorded step (float64 on both sides)."""
-    runs, traj, record_steps = few_measurements
+    runs, traj, record_steps = results("m5")
     a = measurement_matrices(5, D, SEED)
     compare(runs, traj, record_steps, lambda run: identity_layers(run.depth, run.sigma0, D), a, "m=5")
 
 
-def test_identity_init_many_measurements(many_measurements):
+def test_identity_init_many_measurements(results):
     """(3) Identity init, m = 40 >= d^2 = 16 measurements (the engine uses the Gram matrix
     (1/m) sum_j vec(A_j) vec(A_j)^T; the reference uses the A_j themselves).
 
     Expected: reference_gd with G(D) = (1/m) sum_j <A_j, D> A_j, A_j from
     default_rng(seed).standard_normal((40, 16)). Tolerance: 1e-9 relative at every recorded step
     (the two ways of summing differ only in rounding, ~1e-15 per step)."""
-    runs, traj, record_steps = many_measurements
+    runs, traj, record_steps = results("m40")
     a = measurement_matrices(40, D, SEED)
     compare(runs, traj, record_steps, lambda run: identity_layers(run.depth, run.sigma0, D), a, "m=40")
 
 
-def test_gaussian_init_many_measurements(gaussian):
+def test_gaussian_init_many_measurements(results):
     """(4) Gaussian init, m = 40 measurements. The reference's initial layers are drawn
     independently of the model code: noise = jax.random.normal(fold_in(key(seed), run_id),
     (max_depth, d, d), float64), W_n(0) = noise[n] * sigma0^(1/N) / sqrt(d) for n < N (layers
@@ -219,7 +217,7 @@ def test_gaussian_init_many_measurements(gaussian):
     W(0) (1e-12 relative: the same numbers up to the rounding of sigma0^(1/N) and the product),
     and the whole trajectory equals reference_gd from those layers (1e-9 relative). The init is
     checked to be non-trivial: not a multiple of the identity (distinct step-0 singular values)."""
-    runs, traj, record_steps = gaussian
+    runs, traj, record_steps = results("gaussian")
     assert jax.config.jax_enable_x64
     max_depth = max(AXES["depth"])
     root = jax.random.key(SEED)
