@@ -9,9 +9,10 @@ code, no autodiff, no optax):
     init  identity: W_n(0) = sigma0^(1/N) I;  gaussian: entries N(0, 1) * sigma0^(1/N) / sqrt(d)
     observed  the k largest singular values of W, descending.
 
-The measurements A_j are drawn as the package documents them (NumPy default_rng(seed), m x d^2
-standard normals, row j = vec(A_j) row-major); the gaussian init's noise is drawn with
-jax.random.normal from the documented key fold_in(key(seed), run_id). Each sweep runs once per
+The measurements A_j are drawn as the package documents them (jax.random.normal from the data key
+of the trajectory's seed, fold_in(fold_in(key(seed), 2^32 - 1), seed value), m x d^2 standard
+normals, row j = vec(A_j) row-major); the gaussian init's noise is drawn with jax.random.normal
+from the documented key fold_in(key(seed), run_id). Each sweep runs once per
 module; every test compares loss and sigma_i at every recorded step to 1e-9 relative (float64)
 and checks that a reference with the toy model's 1/(2N^2) normalization instead of 1/(2N) would
 be caught (so the comparison can fail).
@@ -42,9 +43,11 @@ RTOL = 1e-9
 
 
 def measurement_matrices(m: int, d: int, seed: int) -> np.ndarray:
-    """(m, d, d): A_j with N(0, 1) entries, row j of default_rng(seed).standard_normal((m, d*d))
-    reshaped row-major (the package's documented draw)."""
-    return np.random.default_rng(seed).standard_normal((m, d * d)).reshape(m, d, d)
+    """(m, d, d): A_j with N(0, 1) entries (float64), row j of a standard normal (m, d*d) draw from
+    the data key of seed value 0 reshaped row-major (the package's documented draw)."""
+    assert jax.config.jax_enable_x64
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), np.uint32(2**32 - 1)), 0)
+    return np.asarray(jax.random.normal(key, (m, d * d), jnp.float64)).reshape(m, d, d)
 
 
 def sensing_operator(a: np.ndarray | None):
@@ -134,8 +137,8 @@ def compare(runs, traj, record_steps, initial_layers, a, label):
     for row, run in enumerate(runs.itertuples()):
         layers0 = initial_layers(run)
         loss_ref, sigma_ref = reference_gd(layers0, w_star, a, run.lr, STEPS, record_steps, K)
-        # the run really moved: sigma_0 grew by at least half over the 300 steps
-        assert sigma_ref[-1, 0] > 1.5 * sigma_ref[0, 0]
+        # the run really moved: some sigma_i changed by more than 10% over the 300 steps
+        assert np.max(np.abs(sigma_ref[-1] / sigma_ref[0] - 1)) > 0.1
         np.testing.assert_allclose(loss_got[row], loss_ref, rtol=RTOL, atol=0, err_msg=f"{label} loss {run}")
         np.testing.assert_allclose(sigma_got[row], sigma_ref, rtol=RTOL, atol=0, err_msg=f"{label} sigma {run}")
         worst_loss = max(worst_loss, np.max(np.abs(loss_got[row] / loss_ref - 1)))
@@ -188,7 +191,7 @@ def test_identity_init_few_measurements(results):
     measurements directly), loss 1/(2N) (1/m) sum_j <A_j, W - W*>^2.
 
     Expected: reference_gd with G(D) = (1/m) sum_j <A_j, D> A_j, A_j from
-    default_rng(seed).standard_normal((5, 16)) rows reshaped row-major to 4 x 4. Tolerance: 1e-9
+    the documented (5, 16) standard normal draw, rows reshaped row-major to 4 x 4. Tolerance: 1e-9
     relative at every recorded step (float64 on both sides)."""
     runs, traj, record_steps = results("m5")
     a = measurement_matrices(5, D, SEED)
@@ -200,7 +203,7 @@ def test_identity_init_many_measurements(results):
     (1/m) sum_j vec(A_j) vec(A_j)^T; the reference uses the A_j themselves).
 
     Expected: reference_gd with G(D) = (1/m) sum_j <A_j, D> A_j, A_j from
-    default_rng(seed).standard_normal((40, 16)). Tolerance: 1e-9 relative at every recorded step
+    the documented (40, 16) standard normal draw. Tolerance: 1e-9 relative at every recorded step
     (the two ways of summing differ only in rounding, ~1e-15 per step)."""
     runs, traj, record_steps = results("m40")
     a = measurement_matrices(40, D, SEED)

@@ -127,6 +127,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
         if todo:
             compiled = compile_sweep(sweep, program, task, manifest["chunk_size"], group)
             compile_seconds = compiled.compile_seconds
+            baselines = _baselines(sweep, program, task)
             meter = progress.meter(sum(c.stop - c.start for c in todo), len(todo), progress_bar)
             started = time.perf_counter()
             try:
@@ -135,7 +136,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
                     launched = None if chunk is None else compiled.launch(
                         np.arange(chunk.start, chunk.stop), flat.rows(chunk.start, chunk.stop), task)
                     if pending is not None:
-                        chunk_steps = _write_chunk(folder, sweep, program, flat, pending, compiled.fetch)
+                        chunk_steps = _write_chunk(folder, sweep, program, flat, pending, compiled.fetch, baselines)
                         traj_steps += chunk_steps
                         meter.update(pending[0].stop - pending[0].start, chunk_steps)
                     pending = None if chunk is None else (chunk, launched, time.perf_counter())
@@ -147,13 +148,35 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     return RunReport(folder, flat.size, len(todo), len(finished), missing, compile_seconds, run_seconds, traj_steps)
 
 
-def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, flat: grid.Grid, pending, fetch) -> int:
+def _baselines(sweep: Sweep, program: engine.Program, task: dict):
+    """hps -> the baseline's columns for those runs (`sweep.compare`), computed once per seed on
+    the seed's data as the program draws it; None without `compare`."""
+    if not sweep.compare:
+        return None
+    comparator = models.FAMILIES[sweep.model].baseline(sweep.task)
+    per_seed: dict[int, dict[str, float]] = {}
+
+    def columns(hps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        seeds = hps.get("seed", np.zeros(len(next(iter(hps.values()))), np.int64))
+        for seed in np.unique(seeds):
+            if int(seed) not in per_seed:
+                per_seed[int(seed)] = comparator(engine.draw_task(program, task, int(seed), sweep.seed))
+        names = next(iter(per_seed.values()))
+        return {name: np.array([per_seed[int(s)][name] for s in seeds]) for name in names}
+
+    return columns
+
+
+def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, flat: grid.Grid, pending, fetch,
+                 baselines=None) -> int:
     """Wait for a launched chunk, write its parts and its manifest entry; its trajectory-steps."""
     chunk, launched, launched_at = pending
     summary, records = fetch(launched)
     run_ids = np.arange(chunk.start, chunk.stop)
-    runs, trajectories = store.chunk_frames(sweep, run_ids, flat.rows(chunk.start, chunk.stop), summary, records,
-                                            np.asarray(program.record_steps))
+    hps = flat.rows(chunk.start, chunk.stop)
+    runs, trajectories = store.chunk_frames(sweep, run_ids, hps, summary, records, np.asarray(program.record_steps))
+    if baselines is not None:
+        runs = runs.assign(**baselines(hps))
     store.write_chunk(folder, chunk.index, runs, trajectories)
     chunk_steps = int(runs["steps_run"].sum())
     entry = {"runs": [chunk.start, chunk.stop], "seconds": round(time.perf_counter() - launched_at, 4),
@@ -178,10 +201,10 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
     if not 0 < rtol < 1:
         raise incremental.ThresholdError(f"--rtol {rtol!r}: expected a number in (0, 1)")
     sweep = spec_module.load(_spec_file(folder))
-    if "sigma0" not in sweep.axes or "sigma_star" not in sweep.task:
+    sigma_star = models.FAMILIES[sweep.model].targets(sweep.task)
+    if "sigma0" not in sweep.axes or sigma_star is None:
         raise incremental.ThresholdError(f"{folder}: thresholds need a sigma0 axis and targets sigma_star")
     incremental.check_levels(s, f, sweep.record.levels)
-    sigma_star = sweep.task["sigma_star"]
     pair_list = incremental.pairs_for(sigma_star, pairs)
     if not pair_list:
         raise incremental.ThresholdError(f"{folder}: no pair of distinct targets in sigma_star = {list(sigma_star)}")
@@ -247,7 +270,7 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: fl
     return table
 
 
-PLOT_KINDS = ("heatmap", "trajectories", "thresholds", "lr")
+PLOT_KINDS = ("heatmap", "trajectories", "thresholds", "lr", "correlation")
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 
 
@@ -260,7 +283,9 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     largest targets) or a numeric column (`log_hit_ratio`, `final_loss`, ...), with the measured
     threshold, gf_exact and the Theorem 2 band over it; x by y = r by depth with colour
     `log10_sigma0_th` maps the thresholds themselves. trajectories: sigma_i(t) faceted by sigma0 x
-    depth. thresholds: sigma0_th against r per depth. lr: sigma0_th against lr at N = 2."""
+    depth (repetitions over seeds as mean and spread). thresholds: sigma0_th against r per depth.
+    lr: sigma0_th against lr at N = 2. correlation: the final predictor's correlation with the
+    labelling vector against depth (models that summarize one), with the SVM baseline if run."""
     from dlsweep import plot
 
     folder = Path(folder)
@@ -269,18 +294,31 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     if out is not None and Path(out).suffix.lower() not in FIGURE_SUFFIXES:
         raise plot.PlotError(f"-o {out}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
     sweep = spec_module.load(_spec_file(folder))
-    sigma_star = sweep.task["sigma_star"]
-    pair = pair or incremental.pairs_for(sigma_star, "adjacent")[0]
-    incremental.pairs_for(sigma_star, [pair])
+    sigma_star = models.FAMILIES[sweep.model].targets(sweep.task)
+    if sigma_star is None and kind not in ("trajectories", "correlation"):
+        raise plot.PlotError(f"{folder}: a {kind} figure needs targets sigma_star, which this task has not")
+    if sigma_star is not None:
+        pair = pair or incremental.pairs_for(sigma_star, "adjacent")[0]
+        incremental.pairs_for(sigma_star, [pair])
     runs = load(folder)
     name = kind
     if kind == "trajectories":
-        cols, rows = _two_axes(sweep, x or "depth", y or "sigma0")
-        chosen = runs[runs[rows].isin(_spread(runs[rows].unique(), 3)) & runs[cols].isin(_spread(runs[cols].unique(), 6))]
-        chosen = _first_slice(chosen, [a for a in sweep.axes if a not in (rows, cols)])
+        facets = [a for a in (x or "depth", y or "sigma0") if a in sweep.axes] or [a for a in sweep.axes if a != "seed"][:1]
+        cols, rows = _two_axes(sweep, *facets) if len(facets) == 2 else (facets[0], None)
+        chosen = runs[runs[cols].isin(_spread(runs[cols].unique(), 6))]
+        if rows:
+            chosen = chosen[chosen[rows].isin(_spread(runs[rows].unique(), 3))]
+        chosen = _first_slice(chosen, [a for a in sweep.axes if a not in (rows, cols, "seed")])
         traj = load_trajectories(folder)
         figure = plot.trajectories(traj[traj.run_id.isin(chosen.run_id)], chosen, sigma_star, rows=rows,
-                                   cols=cols, s=s, f=f, pair=pair)
+                                   cols=cols, s=s, f=f, pair=pair, ylabel=models.FAMILIES[sweep.model].observed)
+    elif kind == "correlation":
+        if "correlation" not in runs or "depth" not in runs:
+            raise plot.PlotError(f"{folder}: the correlation figure needs a depth axis and a model that "
+                                 f"summarizes its correlation with w* (diagonal, conv)")
+        baseline = "svm_correlation" if "svm_correlation" in runs else None
+        figure = plot.correlation_by_depth(_first_slice(runs, [a for a in sweep.axes if a not in ("depth", "sigma0", "seed")]),
+                                           baseline)
     elif kind == "heatmap" and (x, y) == ("r", "depth"):
         table = _thresholds_for(folder, s, f, "all").assign(
             log10_threshold_over_target=lambda t: np.log10(t.sigma0_th / t.sigma_star_j))

@@ -9,6 +9,8 @@ A trajectory's life, all inside one compiled program:
     settle                         the check at a block's end: diverged -> restored to the block's
                                    start and frozen; converged -> frozen
     record                         (loss, sigma) at a recorded step
+    chunk_task                     the shared task plus the data the model draws per `seed` value
+                                   (once, unbatched, when the chunk has one seed; else per trajectory)
 
 The chunk program scans over record segments; inside a segment a `while_loop` advances the whole
 chunk in blocks of `check_every` steps (`_advance_chunk`: every trajectory with the peak, then
@@ -78,12 +80,13 @@ class Program:
     rel_loss: float
     blowup: float
     dtype: str
+    loss_below: float = 0.0
 
     @classmethod
     def from_sweep(cls, sweep, model) -> "Program":
         steps = record_steps(sweep.record.schedule, sweep.record.points, sweep.steps)
         return cls(model, sweep.record.levels, tuple(int(s) for s in steps), sweep.stop.check_every,
-                   sweep.stop.rel_loss, sweep.stop.blowup, sweep.dtype)
+                   sweep.stop.rel_loss, sweep.stop.blowup, sweep.dtype, sweep.stop.loss)
 
 
 @struct.dataclass
@@ -113,6 +116,8 @@ def _sigma(program: Program, params, hp, task):
 
 def _update_hits(program: Program, hit, params, hp, task, step):
     """hit[i, l] <- step where it is still -1 and sigma_i >= levels[l] * sigma*_i."""
+    if not program.levels:
+        return hit
     sigma = _sigma(program, params, hp, task)
     reached = sigma[:, None] >= _thresholds(program, task, sigma.dtype)
     return jnp.where((hit < 0) & reached, jnp.asarray(step, STEP_DTYPE), hit)
@@ -122,7 +127,7 @@ def init_state(program: Program, key, hp, task) -> TrajectoryState:
     model = program.model
     params = model.init(key, hp, task)
     opt_state = _optimizer(hp["lr"]).init(params)
-    n_values = len(task["sigma_star"])
+    n_values = _sigma(program, params, hp, task).shape[0]
     hit = jnp.full((n_values, len(program.levels)), -1, STEP_DTYPE)
     hit = _update_hits(program, hit, params, hp, task, 0)
     false = jnp.zeros((), bool)
@@ -167,7 +172,7 @@ def _steps_with_hits(program: Program, state: TrajectoryState, hp, task, start, 
 PEAK_MARGIN_ULPS = 8     # sigma * (1 / sigma*) is within 3 ulps of sigma / sigma*: never miss a level
 
 
-def _reached_new_level(program: Program, state: TrajectoryState, peak, task):
+def _reached_new_level(program: Program, state: TrajectoryState, peak):
     """Whether the block's running maximum of sigma_i / sigma*_i (targets > 0) may have reached a
     level not hit before it; the test leaves a margin of a few ulps for the rounding of the ratio,
     so it can err only towards a replay, never miss a hit."""
@@ -178,11 +183,13 @@ def _reached_new_level(program: Program, state: TrajectoryState, peak, task):
 
 def settle(program: Program, state: TrajectoryState, params, opt_state, hit, hp, task, stop) -> TrajectoryState:
     """The divergence / convergence check at the end of a block ending at `stop`: diverged ->
-    restored to the block's start and frozen; converged -> frozen; frozen stays as it was."""
+    restored to the block's start and frozen; converged (every level hit and the loss below
+    rel_loss * initial loss or below `loss_below`) -> frozen; frozen stays as it was."""
     loss = program.model.loss(params, hp, task)
     finite = jnp.isfinite(loss) & jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(params)]))
     diverged_now = ~finite | (loss > program.blowup * state.loss0)
-    converged_now = jnp.all(hit >= 0) & (loss <= program.rel_loss * state.loss0)
+    small = (loss <= program.rel_loss * state.loss0) | (loss <= program.loss_below)
+    converged_now = jnp.all(hit >= 0) & small
     frozen = state.diverged | state.converged
     keep = frozen | diverged_now
     moved = state.replace(params=params, opt_state=opt_state, hit=hit, steps_run=jnp.asarray(stop, STEP_DTYPE))
@@ -220,7 +227,12 @@ def _specialized(fn, hps, specialized):
     return jax.lax.switch(index, branches, hps)
 
 
-def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task, start, stop,
+def _rows(values: dict, axes: dict, take):
+    """The rows `take` of the batched entries of a dict (axis 0); unbatched entries as they are."""
+    return {k: v if axes[k] is None else v[take] for k, v in values.items()}
+
+
+def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task, task_axes, start, stop,
                    specialized=()) -> TrajectoryState:
     """Every trajectory of a chunk from `start` to `stop`, first-hitting steps exact.
 
@@ -228,28 +240,54 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
     maximum reached a new level are run again from the block's start with a per-step hit test,
     gathered into sub-batches of 1/`REPLAY_FRACTION` of the chunk, and take that run's result.
     Each trajectory's result depends on itself alone, never on which others share its chunk."""
-    fast = jax.vmap(functools.partial(_steps_with_peak, program), (0, hp_axes, None, None, None))
+    fast = jax.vmap(functools.partial(_steps_with_peak, program), (0, hp_axes, task_axes, None, None))
     params, opt_state, peak = _specialized(lambda h: fast(state, h, task, start, stop), hps, specialized)
-    pending = jax.vmap(functools.partial(_reached_new_level, program), (0, 0, None))(state, peak, task)
+    pending = jax.vmap(functools.partial(_reached_new_level, program))(state, peak)
     batch = pending.shape[0]
     capacity = max(1, batch // REPLAY_FRACTION)
-    exact = jax.vmap(functools.partial(_steps_with_hits, program), (0, hp_axes, None, None, None))
+    exact = jax.vmap(functools.partial(_steps_with_hits, program), (0, hp_axes, task_axes, None, None))
 
     def replay(carry):
         pending, params, opt_state, hit = carry
         rows = jnp.nonzero(pending, size=capacity, fill_value=batch)[0]
         take = jnp.minimum(rows, batch - 1)
-        sub_hps = {k: v if hp_axes[k] is None else v[take] for k, v in hps.items()}
+        sub_hps = _rows(hps, hp_axes, take)
+        sub_task = _rows(task, task_axes, take)
         sub_state = jax.tree.map(lambda x: x[take], state)
-        result = _specialized(lambda h: exact(sub_state, h, task, start, stop), sub_hps, specialized)
+        result = _specialized(lambda h: exact(sub_state, h, sub_task, start, stop), sub_hps, specialized)
         put = lambda whole, part: whole.at[rows].set(part, mode="drop")  # noqa: E731
         params, opt_state, hit = jax.tree.map(put, (params, opt_state, hit), result)
         return pending.at[rows].set(False, mode="drop"), params, opt_state, hit
 
     carry = jax.lax.while_loop(lambda c: jnp.any(c[0]), replay, (pending, params, opt_state, state.hit))
     _, params, opt_state, hit = carry
-    check = jax.vmap(functools.partial(settle, program), (0, 0, 0, 0, hp_axes, None, None))
+    check = jax.vmap(functools.partial(settle, program), (0, 0, 0, 0, hp_axes, task_axes, None))
     return check(state, params, opt_state, hit, hps, task, stop)
+
+
+DATA_STREAM = np.uint32(2**32 - 1)     # run ids are int32 >= 0, so the data keys never meet a run's key
+
+
+def data_key(root_key, seed):
+    """The key of the data drawn for one value of the `seed` axis: shared by every trajectory with
+    that seed (whatever its depth, sigma0, lr), independent of every run's init key."""
+    return jax.random.fold_in(jax.random.fold_in(root_key, DATA_STREAM), seed)
+
+
+def chunk_task(program: Program, root_key, hps, hp_axes, task):
+    """The task of a chunk and its vmap axes: the shared arrays, plus what the model draws for
+    each value of the `seed` axis (`model.draw(key, task)`, if it has one) inside the program:
+    drawn once and unbatched when the chunk has one seed (no seed axis: seed 0), else once per
+    trajectory (axis 0)."""
+    axes = {name: None for name in task}
+    draw = getattr(program.model, "draw", None)
+    if draw is None:
+        return task, axes
+    seed = hps.get("seed", np.int32(0))
+    one = lambda s: draw(data_key(root_key, s), task)  # noqa: E731
+    batched = hp_axes.get("seed") == 0
+    drawn = jax.vmap(one)(seed) if batched else one(seed)
+    return task | drawn, axes | {name: 0 if batched else None for name in drawn}
 
 
 def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=()):
@@ -257,13 +295,15 @@ def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=()):
     as a scalar is one value for the whole chunk (unbatched); those in `specialized` ((name,
     values) pairs) are also compiled in as constants for the GD steps.
 
-    Returns (summary, records): summary arrays of shape (B, ...) and records
-    (loss (R, B), sigma (R, B, k)) at `program.record_steps`.
+    Returns (summary, records): summary arrays of shape (B, ...) (with the model's `summarize`
+    scalars of the final parameters, if it has one) and records (loss (R, B), sigma (R, B, k)) at
+    `program.record_steps`.
     """
     keys = jax.vmap(lambda i: jax.random.fold_in(root_key, i))(run_ids)
     hp_axes = {name: None if jnp.ndim(value) == 0 else 0 for name, value in hps.items()}
-    state = jax.vmap(functools.partial(init_state, program), (0, hp_axes, None))(keys, hps, task)
-    batched_record = jax.vmap(functools.partial(record, program), (0, hp_axes, None))
+    task, task_axes = chunk_task(program, root_key, hps, hp_axes, task)
+    state = jax.vmap(functools.partial(init_state, program), (0, hp_axes, task_axes))(keys, hps, task)
+    batched_record = jax.vmap(functools.partial(record, program), (0, hp_axes, task_axes))
     steps = np.asarray(program.record_steps)
     bounds = jnp.asarray(np.stack([steps[:-1], steps[1:]], axis=1), STEP_DTYPE)
 
@@ -275,7 +315,7 @@ def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=()):
         def block(carry):
             start, st = carry
             stop = jnp.minimum(start + program.check_every, bound[1])
-            return stop, _advance_chunk(program, st, hps, hp_axes, task, start, stop, specialized)
+            return stop, _advance_chunk(program, st, hps, hp_axes, task, task_axes, start, stop, specialized)
 
         _, state = jax.lax.while_loop(running, block, (bound[0], state))
         return state, batched_record(state, hps, task)
@@ -291,7 +331,22 @@ def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=()):
         "steps_run": state.steps_run,
         "hit": state.hit,
     }
+    summarize = getattr(program.model, "summarize", None)
+    if summarize is not None:
+        summary["scalars"] = jax.vmap(summarize, (0, hp_axes, task_axes))(state.params, hps, task)
     return summary, (loss, sigma)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _task_of_seed(program: Program, root_key, seed, task):
+    return chunk_task(program, root_key, {"seed": seed}, {"seed": None}, task)[0]
+
+
+def draw_task(program: Program, task, seed: int, root_seed: int) -> dict[str, np.ndarray]:
+    """The whole task (shared arrays and drawn data) that the trajectories with `seed` see, as
+    NumPy arrays: what references and comparators run on."""
+    full = _task_of_seed(program, jax.random.key(root_seed), np.int32(seed), task)
+    return {name: np.asarray(value) for name, value in full.items()}
 
 
 @dataclasses.dataclass
@@ -325,7 +380,7 @@ class CompiledChunk:
     @staticmethod
     def fetch(launched: tuple[int, Any]) -> tuple[dict, tuple]:
         n, (summary, records) = launched
-        summary = {k: np.asarray(v)[:n] for k, v in summary.items()}
+        summary = jax.tree.map(lambda v: np.asarray(v)[:n], summary)
         records = tuple(np.asarray(r)[:, :n] for r in records)
         return summary, records
 

@@ -53,16 +53,22 @@ def _cell_edges(values: np.ndarray, log: bool) -> np.ndarray:
 
 def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str | None = "sigma0",
                  cols: str | None = "depth", s: float | None = 0.05, f: float | None = 0.95, pair=(0, 1),
-                 time: str = "lr", xscale: str = "log", width: float = DOUBLE) -> plt.Figure:
+                 time: str = "lr", xscale: str = "log", width: float = DOUBLE,
+                 ylabel: str = r"$\sigma_i(t)$") -> plt.Figure:
     """sigma_i(t) for each value, one panel per (rows, cols) cell (the paper's Figure 2).
-    Time is lr * step (`time="lr"`, so learning rates line up) or the step; guides at sigma*_i,
-    f sigma*_i and s sigma*_j for the pair (i, j)."""
+    Time is lr * step (`time="lr"`, so learning rates line up) or the step. Runs of one panel
+    that differ only in `seed` are repetitions: drawn as their mean with a band of +- one standard
+    deviation. With targets (`sigma_star`, else None): guides at sigma*_i, f sigma*_i and
+    s sigma*_j for the pair (i, j)."""
     data = traj.merge(runs, on="run_id")
     row_values = sorted(data[rows].unique()) if rows else [None]
     col_values = sorted(data[cols].unique()) if cols else [None]
     fig, axes = plt.subplots(len(row_values), len(col_values), figsize=(width, 1.9 * len(row_values) + 0.6),
                              sharex=True, sharey=True, squeeze=False, layout="constrained")
-    k = len(sigma_star)
+    k = len([c for c in traj.columns if c.startswith("sigma_")])
+    if sigma_star is None:
+        pair = None
+    repeated = "seed" in data and data["seed"].nunique() > 1
     for r_i, rv in enumerate(row_values):
         for c_i, cv in enumerate(col_values):
             ax = axes[r_i, c_i]
@@ -71,13 +77,18 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
                 panel = panel[panel[rows] == rv]
             if cols:
                 panel = panel[panel[cols] == cv]
-            for n_run, (run_id, one) in enumerate(panel.groupby("run_id")):
-                t = one["step"].to_numpy() * (one["lr"].to_numpy() if time == "lr" else 1.0)
+            groups = [("all", panel)] if repeated else panel.groupby("run_id")
+            for n_run, (_, one) in enumerate(groups):
                 labelled = (r_i, c_i, n_run) == (0, 0, 0)
                 for v in range(k):
-                    ax.plot(t, one[f"sigma_{v}"], color=OKABE_ITO[v % len(OKABE_ITO)], lw=1.2,
-                            label=rf"$\sigma^*$ = {sigma_star[v]:g}" if labelled else None)
-            for v in range(k):
+                    colour = OKABE_ITO[v % len(OKABE_ITO)]
+                    label = (rf"$\sigma^*$ = {sigma_star[v]:g}" if sigma_star is not None else f"{_ordinal(v + 1)} largest") if labelled else None
+                    step, mean, spread = _over_repetitions(one, f"sigma_{v}")
+                    t = step * (one["lr"].iloc[0] if time == "lr" else 1.0)
+                    ax.plot(t, mean, color=colour, lw=1.2, label=label)
+                    if spread is not None:
+                        ax.fill_between(t, mean - spread, mean + spread, color=colour, alpha=0.25, lw=0)
+            for v in range(k if sigma_star is not None else 0):
                 ax.axhline(sigma_star[v], color=OKABE_ITO[v % len(OKABE_ITO)], ls=":", lw=0.8)
             if f is not None and pair is not None:
                 ax.axhline(f * sigma_star[pair[0]], color="0.3", ls="--", lw=0.8)
@@ -88,14 +99,51 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
             ax.set_title(title, fontsize=7)
             ax.tick_params(labelsize=7)
             if c_i == 0:
-                ax.set_ylabel(r"$\sigma_i(t)$")
+                ax.set_ylabel(ylabel, fontsize=8)
     fig.supxlabel(r"time $t = \eta \cdot$ step" if time == "lr" else "GD step", fontsize=9)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     if pair is not None:
         handles += [plt.Line2D([], [], color="0.3", ls="--"), plt.Line2D([], [], color="0.3", ls="-.")]
         labels += [rf"$f\sigma^*$ = {f * sigma_star[pair[0]]:g} (f = {f:g})",
                    rf"$s\sigma^*$ = {s * sigma_star[pair[1]]:g} (s = {s:g})"]
+    if repeated:
+        handles.append(Patch(color="0.6", alpha=0.5))
+        labels.append(f"mean $\\pm$ 1 std over {data['seed'].nunique()} seeds")
     fig.legend(handles, labels, loc="outside upper center", ncol=min(6, len(labels)), fontsize=7, frameon=False)
+    return fig
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _over_repetitions(runs_steps: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(steps, mean, std or None) of a column over the runs of a frame (one run: std None). A run
+    that stopped early is frozen, so its last recorded value holds at the later steps."""
+    table = runs_steps.pivot_table(index="step", columns="run_id", values=column).sort_index().ffill()
+    if table.shape[1] == 1:
+        return table.index.to_numpy(), table.iloc[:, 0].to_numpy(), None
+    return table.index.to_numpy(), table.mean(axis=1).to_numpy(), table.std(axis=1).to_numpy()
+
+
+def correlation_by_depth(runs: pd.DataFrame, baseline: str | None = None, width: float = SINGLE * 1.4) -> plt.Figure:
+    """The final predictor's correlation with the labelling vector against depth, one line per
+    sigma0, mean +- one standard deviation over seeds (the left panels of Gissin et al.'s Figures
+    6-7); a baseline column (e.g. `svm_correlation`, one value per seed) as a grey band."""
+    fig, ax = plt.subplots(figsize=(width, 2.6), layout="constrained")
+    for n, (sigma0, rows) in enumerate(sorted(runs.groupby("sigma0"), key=lambda item: -item[0])):
+        stats = rows.groupby("depth")["correlation"].agg(["mean", "std"]).fillna(0.0)
+        ax.errorbar(stats.index, stats["mean"], yerr=stats["std"], marker="o", ms=3, capsize=2, lw=1.2,
+                    color=OKABE_ITO[n % len(OKABE_ITO)], label=rf"$\sigma_0$ = {sigma0:.3g}")
+    if baseline is not None:
+        per_seed = runs.groupby("seed")[baseline].first() if "seed" in runs else runs[baseline].iloc[:1]
+        mean, std = per_seed.mean(), per_seed.std() if len(per_seed) > 1 else 0.0
+        ax.axhspan(mean - std, mean + std, color="0.85", lw=0)
+        ax.axhline(mean, color="0.3", ls="--", lw=1, label="max-margin SVM (band: $\\pm$ 1 std)")
+    ax.set_xlabel(axis_label("depth"))
+    ax.set_xticks(sorted(runs["depth"].unique()))
+    ax.set_ylabel(r"correlation $\langle \beta, w^* \rangle / \|\beta\| \|w^*\|$", fontsize=8)
+    ax.legend(fontsize=7, frameon=False)
     return fig
 
 

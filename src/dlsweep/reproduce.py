@@ -12,6 +12,9 @@ from dlsweep.store import StoreError
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 
 
+_VALUES = {"kind": "trajectories", "x": "depth", "y": "sigma0"}    # the observed values over time
+
+
 @dataclasses.dataclass(frozen=True)
 class Reproduction:
     name: str
@@ -20,6 +23,8 @@ class Reproduction:
     quick: tuple[str, ...]                      # --set overrides of the small version
     thresholds: dict | None                     # api.thresholds arguments, or None
     figures: tuple[dict, ...]                   # api.plot_run arguments, one figure each
+    variants: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (sub-folder, --set overrides) of a
+    # figure made of several sweeps (e.g. with and without a bias); none: one sweep in the folder
 
 
 REPRODUCTIONS = {r.name: r for r in (
@@ -43,13 +48,53 @@ REPRODUCTIONS = {r.name: r for r in (
          "axes.sigma0={logspace = [-6, -0.7], num = 27}"),
         {"pairs": [(0, 1), (0, 2)], "method": "bisect", "s": 0.1, "f": 0.9},
         ({"kind": "lr", "s": 0.1, "f": 0.9}, {"kind": "heatmap", "x": "sigma0", "y": "lr", "s": 0.1, "f": 0.9})),
+    Reproduction(
+        "gissin-fig1a", "Gissin et al. 2020, Figure 1a",
+        "depth-4 matrix sensing: top-5 singular values against time, mean and spread over 3 seeds",
+        ("task.d=10", "task.measurements=200", "steps=20000"), None, (_VALUES,)),
+    Reproduction(
+        "gissin-fig1b", "Gissin et al. 2020, Figure 1b",
+        "quadratic network with a global bias: top-5 eigenvalues of W^T W against time, 3 seeds",
+        ("steps=8000",), None, (_VALUES,)),
+    Reproduction(
+        "gissin-fig1c", "Gissin et al. 2020, Figure 1c",
+        "depth-3 diagonal network, exponential loss: 5 largest |sigma_i| against time, 5 seeds",
+        ("axes.seed=[0, 1, 2]",), None, (_VALUES,)),
+    Reproduction(
+        "gissin-fig1d", "Gissin et al. 2020, Figure 1d",
+        "depth-3 circular-convolutional network: 5 largest Fourier amplitudes against time, 5 seeds",
+        ("axes.seed=[0, 1, 2]", "task.examples=100", "task.d=50"), None, (_VALUES,)),
+    Reproduction(
+        "gissin-fig4", "Gissin et al. 2020, Figure 4",
+        "matrix sensing at depths 1-4: top-5 singular values against time, 1000 and 300 measurements",
+        ("task.d=20", "steps=40000"), None, (_VALUES,),
+        variants=(("many-measurements", ()), ("few-measurements", ("task.measurements=300",)))),
+    Reproduction(
+        "gissin-fig5", "Gissin et al. 2020, Figure 5",
+        "quadratic network without / with a global bias, large / small data: top-5 eigenvalues, 3 seeds",
+        ("steps=5000",), None, (_VALUES,),
+        variants=tuple((f"{bias}-{size}", (f"task.bias={flag}", f"task.examples={n}"))
+                       for bias, flag in (("no-bias", "false"), ("bias", "true"))
+                       for size, n in (("large-data", 1000), ("small-data", 100)))),
+    Reproduction(
+        "gissin-fig6", "Gissin et al. 2020, Figure 6",
+        "diagonal classifiers of depth 1-5, 100 seeds: correlation with w* against depth (and the SVM's); "
+        "5 largest |sigma_i| over time",
+        ("axes.seed=[0, 1, 2, 3, 4]", "axes.sigma0=[0.1, 0.001]"), None,
+        ({"kind": "correlation"}, _VALUES)),
+    Reproduction(
+        "gissin-fig7", "Gissin et al. 2020, Figure 7",
+        "circular-convolutional classifiers of depth 1-3, 9 seeds: correlation with w* (and the SVM's); "
+        "5 largest Fourier amplitudes over time",
+        ("axes.seed=[0, 1, 2]", "steps=20000", "task.d=50", "task.examples=100"), None,
+        ({"kind": "correlation"}, _VALUES)),
 )}
 
 
 @dataclasses.dataclass(frozen=True)
 class Reproduced:
     name: str
-    folder: Path
+    folder: Path                  # the run folder; with variants, the folder of their run folders
     thresholds: Path | None
     figures: list[Path]
 
@@ -62,13 +107,24 @@ def spec_path(name: str) -> Path:
 
 
 def run(name: str, quick: bool = False, out_root: str | Path = "runs", progress_bar: bool | None = None) -> Reproduced:
-    """Run a bundled reproduction (its sweep, thresholds and figures) into `out_root/<name>[-quick]`."""
+    """Run a bundled reproduction (its sweep, thresholds and figures) into `out_root/<name>[-quick]`
+    (each variant in a sub-folder of its own)."""
     if name not in REPRODUCTIONS:
         raise StoreError(f"unknown reproduction {name!r}; `dlsweep reproduce --list` shows: {', '.join(REPRODUCTIONS)}")
     repro = REPRODUCTIONS[name]
     folder = Path(out_root) / (f"{name}-quick" if quick else name)
-    overrides = [*(repro.quick if quick else ()), f"name={folder.name}"]
-    api.run(spec_path(name), out=folder, overrides=overrides, progress_bar=progress_bar)
+    table_path, figures = None, []
+    for variant, variant_overrides in repro.variants or (("", ()),):
+        run_folder = folder / variant if variant else folder
+        overrides = [*(repro.quick if quick else ()), *variant_overrides, f"name={folder.name}{'-' + variant if variant else ''}"]
+        api.run(spec_path(name), out=run_folder, overrides=overrides, progress_bar=progress_bar)
+        table_path, variant_figures = _analyse(repro, run_folder)
+        figures += variant_figures
+    return Reproduced(name, folder, table_path, figures)
+
+
+def _analyse(repro: Reproduction, folder: Path) -> tuple[Path | None, list[Path]]:
+    """The thresholds and figures of one run folder of a reproduction."""
     table_path = None
     s, f = 0.05, 0.95
     if repro.thresholds:
@@ -82,4 +138,4 @@ def run(name: str, quick: bool = False, out_root: str | Path = "runs", progress_
     figures = []
     for figure in repro.figures:
         figures += api.plot_run(folder, **({"s": s, "f": f} | figure))[:1]
-    return Reproduced(name, folder, table_path, figures)
+    return table_path, figures

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from dlsweep import compare as compare_module
 from dlsweep import models
 from dlsweep.store import level_name
 
@@ -26,7 +27,7 @@ MAX_RECORD_POINTS = 1000
 MAX_STEPS = 2**31 - 2
 MAX_DEPTH = 1024           # depth is unrolled as masked multiplies up to the grid's largest depth
 INT_AXIS_RANGE = {"depth": (1, MAX_DEPTH), "seed": (0, 2**31 - 1)}
-TOP_LEVEL_KEYS = ("name", "model", "steps", "dtype", "seed", "task", "axes", "record", "stop")
+TOP_LEVEL_KEYS = ("name", "model", "steps", "dtype", "seed", "task", "axes", "record", "stop", "compare")
 
 
 class SpecError(ValueError):
@@ -46,7 +47,8 @@ class Record:
 class Stop:
     """When a trajectory stops before `steps`.
 
-    converged: every hitting level reached and loss <= rel_loss * initial loss;
+    converged: every hitting level reached and loss <= rel_loss * initial loss or loss <= `loss`
+    (an absolute threshold, 0 = none);
     diverged: non-finite parameters or loss, or loss > blowup * initial loss.
     Both are checked every `check_every` steps; a diverged trajectory is restored to the
     last checked state.
@@ -55,6 +57,7 @@ class Stop:
     rel_loss: float = 1e-6
     blowup: float = 1e6
     check_every: int = 64
+    loss: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +73,7 @@ class Sweep:
     axes: Mapping[str, np.ndarray]
     record: Record
     stop: Stop
+    compare: bool = False      # the model's baseline (scikit-learn) on each seed's data, as runs columns
     source: str = dataclasses.field(default="<memory>", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,6 +88,7 @@ class Sweep:
             "axes": {k: _plain(v) for k, v in self.axes.items()},
             "record": _plain(dataclasses.asdict(self.record)),
             "stop": dataclasses.asdict(self.stop),
+            "compare": self.compare,
         }
 
     def spec_hash(self) -> str:
@@ -204,9 +209,16 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: set[st
             raise where.error(f"axes.{axis}", f"missing; model {model_name!r} sweeps {', '.join(family.axes)}")
         axes[axis] = _axis_values(axes_raw[axis], axis, dtype, where)
 
-    record = _record(_table(raw, "record", where, required=False), steps, where)
+    record = _record(_table(raw, "record", where, required=False), steps, where, has_targets=family.targets(task) is not None)
     stop = _stop(_table(raw, "stop", where, required=False), where)
-    return Sweep(name, model_name, steps, dtype, seed, task, axes, record, stop, source=source)
+    compare = raw.get("compare", False)
+    if not isinstance(compare, bool):
+        raise where.error("compare", f"expected true or false, got {compare!r}")
+    if compare and family.baseline(task) is None:
+        raise where.error("compare", f"model {model_name!r} with this task has no baseline to compare with")
+    if compare and not compare_module.available():
+        raise where.error("compare", f"the baselines need scikit-learn: {compare_module.INSTALL}")
+    return Sweep(name, model_name, steps, dtype, seed, task, axes, record, stop, compare, source=source)
 
 
 def _reject_unknown(table: Mapping, allowed: Sequence[str], prefix: str, where: _Where) -> None:
@@ -312,9 +324,11 @@ def _check_axis(axis: str, values: np.ndarray, key: str, dtype: str, where: _Whe
     return values
 
 
-def _record(table: dict, steps: int, where: _Where) -> Record:
+def _record(table: dict, steps: int, where: _Where, has_targets: bool = True) -> Record:
+    """The record table; hitting levels are fractions of the targets, so a task without targets
+    (`sigma_star`) records none."""
     _reject_unknown(table, ("schedule", "points", "levels"), "record", where)
-    default = Record()
+    default = Record() if has_targets else Record(levels=())
     schedule = table.get("schedule", default.schedule)
     if schedule not in SCHEDULES:
         raise where.error("record.schedule", f"expected one of {SCHEDULES}, got {schedule!r}")
@@ -328,6 +342,8 @@ def _record(table: dict, steps: int, where: _Where) -> Record:
         if not _is_number(level) or not 0 < level <= 1:
             raise where.error("record.levels", f"expected levels in (0, 1], got {level!r}")
     levels = tuple(sorted({float(level) for level in levels}))
+    if levels and not has_targets:
+        raise where.error("record.levels", f"this task has no targets sigma_star to take levels of; use levels = [], got {list(levels)}")
     for a, b in zip(levels, levels[1:]):
         if level_name(a) == level_name(b):
             raise where.error("record.levels", f"levels {a!r} and {b!r} would share the column name "
@@ -336,12 +352,13 @@ def _record(table: dict, steps: int, where: _Where) -> Record:
 
 
 def _stop(table: dict, where: _Where) -> Stop:
-    _reject_unknown(table, ("rel_loss", "blowup", "check_every"), "stop", where)
+    _reject_unknown(table, ("rel_loss", "blowup", "check_every", "loss"), "stop", where)
     default = Stop()
     rel_loss = _number(table.get("rel_loss", default.rel_loss), "stop.rel_loss", where, 0.0, low_open=False)
     blowup = _number(table.get("blowup", default.blowup), "stop.blowup", where, 1.0)
     check_every = _integer(table.get("check_every", default.check_every), "stop.check_every", where, minimum=1)
-    return Stop(rel_loss, blowup, check_every)
+    loss = _number(table.get("loss", default.loss), "stop.loss", where, 0.0, low_open=False)
+    return Stop(rel_loss, blowup, check_every, loss)
 
 
 # ----------------------------------------------------------------------------- writing

@@ -297,6 +297,8 @@ def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], 
     hits = summary["hit"].reshape(n, -1).astype(np.int64)
     for column, values in zip(hit_columns(n_values, sweep.record.levels), hits.T):
         runs[column] = values
+    for column, values in summary.get("scalars", {}).items():      # the model's summaries of its final state
+        runs[column] = values.astype(np.float64)
 
     loss, sigma = records
     steps = np.asarray(record_steps, np.int64)

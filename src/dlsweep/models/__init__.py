@@ -5,9 +5,16 @@ the compile key) with three pure functions over one trajectory:
     loss(params, hp, task)     -> scalar
     observe(params, hp, task)  -> {"sigma": (k,)}   the values whose learning order is studied
 
+and two optional ones:
+
+    draw(key, task)            -> dict of arrays     random data of one value of the `seed` axis
+                                                     (measurements, a dataset), merged into task
+    summarize(params, hp, task) -> {name: scalar}    columns of the runs table, of the final state
+
 `hp` holds the per-trajectory scalars of the grid (depth, sigma0, lr, seed, ...); `task` holds the
-data shared by the whole sweep and must contain `sigma_star` (k,), the targets of `sigma`. The
-engine batches trajectories with `jax.vmap`; nothing here knows about batches.
+data shared by the whole sweep and, where the observed values have targets, `sigma_star` (k,)
+(hitting levels are fractions of them). The engine batches trajectories with `jax.vmap`; nothing
+here knows about batches.
 """
 
 from __future__ import annotations
@@ -16,8 +23,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dlsweep import tasks
-from dlsweep.models import matrix_sensing, toy
+from dlsweep import compare, tasks
+from dlsweep.models import conv, diagonal, matrix_sensing, quadratic, toy
 
 INTEGER_HPS = ("depth", "seed")     # per-trajectory values passed as int32; every other axis in the sweep's float dtype
 
@@ -33,6 +40,11 @@ class Family:
     validate_task: Callable[[dict, Callable[[str, str], Exception]], dict]
     build: Callable[[Any], Any]                   # resolved Sweep -> model instance
     make_task: Callable[[Any], dict] = tasks.make  # resolved Sweep -> the task's arrays
+    observed: str = r"$\sigma_i(t)$"            # what `sigma` is, as a figure's axis label
+    targets: Callable[[dict], tuple | None] = lambda task: task.get("sigma_star")  # validated [task]
+    # -> the targets of the observed values (hitting levels are fractions of them), or None
+    baseline: Callable[[dict], Callable | None] = lambda task: None   # validated [task] -> the
+    # comparator run on each seed's data when the spec says `compare = true` (`dlsweep.compare`)
 
 
 FAMILIES: dict[str, Family] = {
@@ -51,11 +63,66 @@ FAMILIES: dict[str, Family] = {
         task_keys={"sigma_star": "nonzero diagonal of W* (k numbers > 0)",
                    "d": "matrix size (default k)",
                    "measurements": "number of Gaussian measurements A_j (default 0: the population loss)",
-                   "init": "identity (sigma0^(1/N) I) or gaussian (N(0, sigma0^(2/N)/d) entries)"},
+                   "init": "identity (sigma0^(1/N) I) or gaussian (N(0, sigma0^(2/N)/d) entries)",
+                   "top": "how many of the largest singular values are observed (default k; targets only if k)"},
         validate_task=tasks.validate_matrix_sensing,
         build=lambda sweep: matrix_sensing.MatrixSensing(
-            d=sweep.task["d"], k=len(sweep.task["sigma_star"]), max_depth=int(max(sweep.axes["depth"])),
-            init_kind=sweep.task["init"], statistic=matrix_sensing.statistic(sweep.task["d"], sweep.task["measurements"])),
+            d=sweep.task["d"], k=sweep.task["top"], max_depth=int(max(sweep.axes["depth"])),
+            init_kind=sweep.task["init"], measurements=sweep.task["measurements"]),
         make_task=tasks.make_matrix_sensing,
+        observed=r"singular values $\sigma_i(W)$",
+        targets=tasks.targets_if_all_observed,
+    ),
+    "quadratic": Family(
+        name="quadratic",
+        summary="Gissin et al. 2020 sec. 4.2: f(x) = ||W x||^2 (+ b), variance or squared loss, top eigenvalues of W^T W",
+        axes=("sigma0", "lr"),
+        task_keys={"sigma_star": "nonzero eigenvalues of W*^T W* (k numbers > 0)",
+                   "d": "input dimension (default k)",
+                   "examples": "number of Gaussian examples per seed (default 0: the population loss)",
+                   "loss": "variance (Definition 2, default) or squared",
+                   "bias": "a trainable global bias started at its optimum (default false)",
+                   "top": "how many of the largest eigenvalues are observed (default k; targets only if k)"},
+        validate_task=tasks.validate_quadratic,
+        build=lambda sweep: quadratic.Quadratic(
+            d=sweep.task["d"], k=sweep.task["top"], loss_kind=sweep.task["loss"],
+            examples=sweep.task["examples"], bias=sweep.task["bias"]),
+        make_task=tasks.make_quadratic,
+        observed=r"eigenvalues $\lambda_i(W^\top W)$",
+        targets=tasks.targets_if_all_observed,
+    ),
+    "diagonal": Family(
+        name="diagonal",
+        summary="Gissin et al. 2020 App. D/G.1: sigma = w+^N - w-^N, squared / exponential / logistic loss, top |sigma_i|",
+        axes=("depth", "sigma0", "lr"),
+        task_keys={"w_star": "first entries of the target / labelling vector w* (the rest 0)",
+                   "d": "dimension (default len(w_star))",
+                   "examples": "number of Gaussian examples per seed (default 0: the population loss, squared only)",
+                   "loss": "squared (default; targets: the largest |w*_i|), exponential or logistic (labels sign <w*, x>)",
+                   "top": "how many of the largest |sigma_i| are observed (default: the nonzeros of w_star)"},
+        validate_task=tasks.validate_diagonal,
+        build=lambda sweep: diagonal.Diagonal(
+            d=sweep.task["d"], k=sweep.task["top"], max_depth=int(max(sweep.axes["depth"])),
+            loss_kind=sweep.task["loss"], examples=sweep.task["examples"]),
+        make_task=tasks.make_diagonal,
+        observed=r"largest $|\sigma_i|$",
+        baseline=lambda task: None if task["loss"] == "squared" else compare.svm_correlation,
+    ),
+    "conv": Family(
+        name="conv",
+        summary="Gissin et al. 2020 App. G.3: N-1 circular convolutions + a dense layer, top Fourier amplitudes",
+        axes=("depth", "sigma0", "lr"),
+        task_keys={"frequencies": "real DFT coefficients of the labelling vector at frequencies 0, 1, ... (the rest 0)",
+                   "d": "signal length (default 2 len(frequencies))",
+                   "examples": "number of Gaussian examples per seed (>= 1)",
+                   "loss": "exponential (default) or logistic",
+                   "top": "how many of the largest Fourier amplitudes are observed (default 5)"},
+        validate_task=tasks.validate_conv,
+        build=lambda sweep: conv.Conv(
+            d=sweep.task["d"], k=sweep.task["top"], max_depth=int(max(sweep.axes["depth"])),
+            loss_kind=sweep.task["loss"], examples=sweep.task["examples"]),
+        make_task=tasks.make_conv,
+        observed=r"Fourier amplitudes $|\hat\beta_f|$",
+        baseline=lambda task: compare.svm_correlation,
     ),
 }

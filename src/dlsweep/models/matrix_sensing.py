@@ -1,7 +1,8 @@
 """Deep matrix sensing (Gissin et al. 2020, section 4.1, Theorem 4, Appendix E).
 
 The end-to-end matrix W = W_N ... W_1 of N untied d x d layers predicts a measurement
-<A, W> = tr(A^T W). With Gaussian A (entries N(0, 1)) and noise-free labels y = <A, W*>,
+<A, W> = tr(A^T W). With Gaussian A (entries N(0, 1)) and noise-free labels y = <A, W*>
+(A drawn inside the program from the key of the trajectory's `seed`),
 W* = diag(sigma*_1, ..., sigma*_k, 0, ...), the loss is depth-normalized by 1/(2N) so that the
 singular values follow the toy model's dynamics (THEORY.md 1.1-1.2):
 
@@ -31,14 +32,26 @@ INITS = ("identity", "gaussian")
 
 @struct.dataclass
 class MatrixSensing:
-    """Static configuration: size d, observed values k, largest depth, init, loss statistic
-    ("population", "gram" or "measurements")."""
+    """Static configuration: size d, observed values k, largest depth, init, number of
+    measurements m (0: the population loss)."""
 
     d: int = struct.field(pytree_node=False)
     k: int = struct.field(pytree_node=False)
     max_depth: int = struct.field(pytree_node=False)
     init_kind: str = struct.field(pytree_node=False)
-    statistic: str = struct.field(pytree_node=False)
+    measurements: int = struct.field(pytree_node=False)
+
+    @property
+    def statistic(self) -> str:
+        return statistic(self.d, self.measurements)
+
+    def draw(self, key, task):
+        """The m measurements A_j (entries N(0, 1), rows vec(A_j) row-major) of one seed, kept as
+        the Gram matrix (1/m) sum_j vec(A_j) vec(A_j)^T or as themselves (`statistic`)."""
+        if self.statistic == "population":
+            return {}
+        a = jax.random.normal(key, (self.measurements, self.d * self.d), task["w_star"].dtype)
+        return {"gram": a.T @ a / self.measurements} if self.statistic == "gram" else {"measurements": a}
 
     def init(self, key, hp, task):
         dtype = hp["sigma0"].dtype

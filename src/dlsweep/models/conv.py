@@ -1,0 +1,79 @@
+"""The linear circular-convolutional network (Gissin et al. 2020, section 4.3, Appendix G.3).
+
+N - 1 circular convolution layers h_n[i] = sum_k w_n[k] h_{n-1}[(i + k) mod d] and a final fully
+connected layer w_N: f(x) = <beta, x> with the induced predictor beta = w_1 (*) ... (*) w_N (the
+circular convolution of all N vectors, so rfft(beta) = prod_n rfft(w_n); Gunasekar et al. 2018).
+Binary labels y_j = sign <w*, x_j> of m examples with N(0, I) entries, drawn per seed; losses
+normalized by 1/N for untied layers (THEORY.md 1.1):
+
+    exponential  l = 1/N (1/m) sum_j exp(-y_j <beta, x_j>)
+    logistic     l = 1/N (1/m) sum_j log(1 + exp(-y_j <beta, x_j>))
+
+Init: every layer N(0, sigma0^(2/N) / d), so every Fourier amplitude |beta_hat_f| of the
+product is sigma0 in root mean square. Observed: the `k` largest amplitudes |rfft(beta)|,
+descending; summarized: the correlation <beta, w*> / (||beta|| ||w*||) of the final predictor
+with the labelling vector (by Parseval the same in the frequency domain).
+
+Depth is an axis: layers n >= N are the unit impulse e_0 (rfft = 1) and get no gradient.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from dlsweep.models.diagonal import classification_loss, cosine, gaussian_examples
+
+LOSSES = ("exponential", "logistic")
+
+
+@struct.dataclass
+class Conv:
+    """Static configuration: signal length d, observed amplitudes k, largest depth, loss, m."""
+
+    d: int = struct.field(pytree_node=False)
+    k: int = struct.field(pytree_node=False)
+    max_depth: int = struct.field(pytree_node=False)
+    loss_kind: str = struct.field(pytree_node=False)
+    examples: int = struct.field(pytree_node=False)
+
+    def draw(self, key, task):
+        """One seed's dataset: x_j with N(0, 1) entries (m x d), y_j = sign <w*, x_j>."""
+        return gaussian_examples(key, self.examples, task["w_star"], classify=True)
+
+    def init(self, key, hp, task):
+        dtype = hp["sigma0"].dtype
+        scale = jnp.power(hp["sigma0"], 1.0 / jnp.asarray(hp["depth"], dtype)) / np.sqrt(self.d)
+        active = jax.random.normal(key, (self.max_depth, self.d), dtype) * scale
+        impulse = jnp.zeros((self.d,), dtype).at[0].set(1.0)
+        layer = jnp.arange(self.max_depth)[:, None]
+        return {"layers": jnp.where(layer < hp["depth"], active, impulse)}
+
+    def spectrum(self, params, hp):
+        """rfft(beta) = prod_n rfft(w_n) over the N active layers."""
+        layers = params["layers"]
+        depth = hp["depth"]
+        if isinstance(depth, (int, np.integer)):
+            used = layers[: int(depth)]
+        else:
+            impulse = jnp.zeros((self.d,), layers.dtype).at[0].set(1.0)
+            used = jnp.where(jnp.arange(self.max_depth)[:, None] < depth, layers, impulse)
+        return jnp.prod(jnp.fft.rfft(used, axis=-1), axis=0)
+
+    def predictor(self, params, hp):
+        """beta = w_1 (*) ... (*) w_N."""
+        return jnp.fft.irfft(self.spectrum(params, hp), n=self.d)
+
+    def loss(self, params, hp, task):
+        beta = self.predictor(params, hp)
+        margin = task["y"] * (task["x"] @ beta)
+        return classification_loss(self.loss_kind, margin) / jnp.asarray(hp["depth"], beta.dtype)
+
+    def observe(self, params, hp, task):
+        """The k largest Fourier amplitudes |rfft(beta)_f|."""
+        return {"sigma": jax.lax.top_k(jnp.abs(self.spectrum(params, hp)), self.k)[0]}
+
+    def summarize(self, params, hp, task):
+        return {"correlation": cosine(self.predictor(params, hp), task["w_star"])}

@@ -1,0 +1,83 @@
+"""The quadratic network (Gissin et al. 2020, section 4.2, Theorem 5, Appendix F).
+
+f_W(x) = sum_i (w_i . x)^2 = <W^T W, x x^T> (+ b, an optional trainable global bias), W in
+R^{d x d}, teacher W* = diag(sqrt(sigma*_1), ..., sqrt(sigma*_k), 0, ...), so y = ||W* x||^2 and
+the targets are the eigenvalues sigma*_i of W*^T W*. With r = y - f_W(x), x ~ N(0, I) (THEORY.md 1.3):
+
+    variance loss (Definition 2)   l = (1/16) E[r^2] - (1/16) (E r)^2
+    squared loss                   l = (1/16) E[r^2]
+
+E is the mean over n examples (drawn per seed), or for n = 0 the population expectation: with
+M = W*^T W* - W^T W, E r = tr M - b and Var r = 2 ||M||_F^2, so the variance loss is
+(1/8) ||M||_F^2 and the squared loss (1/16) (2 ||M||_F^2 + (tr M - b)^2).
+
+Init: orthogonal, W(0) = sqrt(sigma0) Q (Q Haar-random from the run's key), so W(0)^T W(0) =
+sigma0 I; the bias starts at its optimum for W(0), b(0) = E[y - ||W(0) x||^2]. Observed: the k
+largest eigenvalues of W^T W (squared singular values of W). Theorem 5: under the population
+variance loss they follow the depth-2 toy model, w <- w + (lr/2) w (sigma* - w^2) with sigma = w^2.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+LOSSES = ("variance", "squared")
+
+
+@struct.dataclass
+class Quadratic:
+    """Static configuration: dimension d, observed values k, loss, examples n, bias."""
+
+    d: int = struct.field(pytree_node=False)
+    k: int = struct.field(pytree_node=False)
+    loss_kind: str = struct.field(pytree_node=False)
+    examples: int = struct.field(pytree_node=False)
+    bias: bool = struct.field(pytree_node=False)
+
+    def draw(self, key, task):
+        """One seed's dataset: x_j with N(0, 1) entries (n x d), y_j = ||W* x_j||^2."""
+        if self.examples == 0:
+            return {}
+        x = jax.random.normal(key, (self.examples, self.d), task["w_star_diagonal"].dtype)
+        projected = x * task["w_star_diagonal"]
+        return {"x": x, "y": jnp.sum(projected * projected, axis=1)}
+
+    def init(self, key, hp, task):
+        dtype = hp["sigma0"].dtype
+        q, r = jnp.linalg.qr(jax.random.normal(key, (self.d, self.d), dtype))
+        q = q * jnp.sign(jnp.diagonal(r))[None, :]                  # Haar measure (Mezzadri 2007)
+        params = {"w": jnp.sqrt(hp["sigma0"]) * q}
+        if self.bias:
+            params["b"] = -self._mean_residual(params["w"], jnp.zeros((), dtype), task)
+        return params
+
+    def _mean_residual(self, w, b, task):
+        """E r = E[y - ||W x||^2 - b]."""
+        if self.examples == 0:
+            return jnp.sum(task["w_star_diagonal"] ** 2) - jnp.sum(w * w) - b
+        return jnp.mean(self._residual(w, b, task))
+
+    def _residual(self, w, b, task):
+        hidden = task["x"] @ w.T
+        return task["y"] - jnp.sum(hidden * hidden, axis=1) - b
+
+    def loss(self, params, hp, task):
+        """The module docstring's variance or squared loss."""
+        w = params["w"]
+        b = params.get("b", jnp.zeros((), w.dtype))
+        if self.examples == 0:
+            m = jnp.diag(task["w_star_diagonal"] ** 2) - w.T @ w
+            spread = 2.0 * jnp.sum(m * m)                               # Var r
+            mean = jnp.trace(m) - b
+        else:
+            r = self._residual(w, b, task)
+            mean = jnp.mean(r)
+            spread = jnp.mean(r * r) - mean * mean
+        return (spread if self.loss_kind == "variance" else spread + mean * mean) / 16.0
+
+    def observe(self, params, hp, task):
+        """The k largest eigenvalues of W^T W."""
+        singular = jnp.linalg.svd(params["w"], compute_uv=False)[: self.k]
+        return {"sigma": singular * singular}

@@ -1,0 +1,99 @@
+"""The reproductions of Gissin et al. 2020, section 4 (Figures 1a-d, 4-7): each --quick version end
+to end (run folders, figures, under a minute) and the paper's claims on its numbers."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from dlsweep import api, reproduce
+
+MODEL_NAMES = ("gissin-fig1a", "gissin-fig1b", "gissin-fig1c", "gissin-fig1d",
+               "gissin-fig4", "gissin-fig5", "gissin-fig6", "gissin-fig7")
+QUICK_LIMIT_S = 60
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """name -> (Reproduced, seconds) for each quick reproduction, run once per module."""
+    root = tmp_path_factory.mktemp("reproduce-models")
+    done = {}
+
+    def get(name):
+        if name not in done:
+            started = time.perf_counter()
+            done[name] = (reproduce.run(name, quick=True, out_root=root, progress_bar=False), time.perf_counter() - started)
+        return done[name]
+
+    return get
+
+
+def run_folders(result) -> list:
+    variants = reproduce.REPRODUCTIONS[result.name].variants
+    return [result.folder / v for v, _ in variants] if variants else [result.folder]
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_quick_reproduction_runs_and_draws_its_figures_in_under_a_minute(quick, name):
+    result, seconds = quick(name)
+    assert seconds < QUICK_LIMIT_S, f"{name} --quick took {seconds:.1f} s"
+    folders = run_folders(result)
+    kinds = [f["kind"] for f in reproduce.REPRODUCTIONS[name].figures]
+    assert result.figures == [folder / "figures" / f"{kind}.png" for folder in folders for kind in kinds]
+    for folder in folders:
+        runs = api.load(folder)
+        assert len(runs) > 0 and not runs.diverged.any()
+    for path in result.figures:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+def first_step_at(traj, column: str, value: float) -> float:
+    """Mean over runs of the first recorded step where `column` >= value (inf if never)."""
+    reached = traj[traj[column] >= value].groupby("run_id")["step"].min()
+    return reached.reindex(traj.run_id.unique()).fillna(np.inf).mean()
+
+
+def test_fig1a_matrix_sensing_learns_the_largest_singular_value_first(quick):
+    """Figure 1a: the singular values of W reach half their targets 12, 6, 4 in that order, and the
+    5th (W* has rank 4) stays below 0.1."""
+    result, _ = quick("gissin-fig1a")
+    traj = api.load_trajectories(result.folder)
+    times = [first_step_at(traj, f"sigma_{i}", target / 2) for i, target in enumerate([12.0, 6.0, 4.0])]
+    assert times[0] < times[1] < times[2] < np.inf
+    assert traj.sigma_4.max() < 0.1
+
+
+def test_fig6_deeper_diagonal_classifiers_correlate_better_with_the_sparse_labelling_vector(quick):
+    """Figure 6, left: at depth 1 the correlation with w* is close to the max-margin SVM's (within
+    0.1; both maximize an l2 margin), at depth >= 2 it is higher, and above 0.95 at the smallest
+    sigma0."""
+    result, _ = quick("gissin-fig6")
+    runs = api.load(result.folder)
+    mean = runs.groupby(["depth", "sigma0"]).correlation.mean()
+    svm = runs.groupby("seed").svm_correlation.first().mean()
+    assert abs(mean.loc[1].mean() - svm) < 0.1
+    smallest = runs.sigma0.min()
+    for depth in range(2, 6):
+        assert mean.loc[(depth, smallest)] > mean.loc[1].max()
+        assert mean.loc[(depth, smallest)] > 0.95
+
+
+def test_fig7_deeper_convolutional_classifiers_correlate_better_than_depth_one(quick):
+    """Figure 7, left: depth 1 is close to the SVM (within 0.1); depths 2 and 3 correlate higher."""
+    result, _ = quick("gissin-fig7")
+    runs = api.load(result.folder)
+    mean = runs.groupby("depth").correlation.mean()
+    assert abs(mean.loc[1] - runs.groupby("seed").svm_correlation.first().mean()) < 0.1
+    assert mean.loc[2] > mean.loc[1] and mean.loc[3] > mean.loc[1]
+
+
+def test_fig4_depth_one_grows_a_fifth_singular_value_that_depth_four_does_not(quick):
+    """Figure 4: with too few measurements (300 < d^2 = 400) depth 1 grows a 5th singular value
+    that W* lacks (recovery fails), depth 4 keeps it near 0 (rank 4)."""
+    result, _ = quick("gissin-fig4")
+    folder = result.folder / "few-measurements"
+    traj, runs = api.load_trajectories(folder), api.load(folder)
+    peak = traj.merge(runs[["run_id", "depth"]]).groupby("depth").sigma_4.max()
+    assert peak.loc[1] > 0.5 and peak.loc[4] < 0.1
