@@ -41,7 +41,7 @@ def _integer(task: dict, key: str, default: int, minimum: int, error: Error, wha
     """An integer >= minimum (`what` names the bound, e.g. "len(sigma_star)", or says what it means)."""
     value = task.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        bound = f"{what.strip(' ()')} = {minimum}" if what.startswith(" (len") else f"{minimum}{what}"
+        bound = f"{what[2:-1]} = {minimum}" if what.startswith(" (len") else f"{minimum}{what}"
         raise error(key, f"expected an integer >= {bound}, got {value!r}")
     return value
 
