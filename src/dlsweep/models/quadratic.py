@@ -50,7 +50,7 @@ class Quadratic:
         q = q * jnp.sign(jnp.diagonal(r))[None, :]                  # Haar measure (Mezzadri 2007)
         params = {"w": jnp.sqrt(hp["sigma0"]) * q}
         if self.bias:
-            params["b"] = -self._mean_residual(params["w"], jnp.zeros((), dtype), task)
+            params["b"] = self._mean_residual(params["w"], jnp.zeros((), dtype), task)
         return params
 
     def _mean_residual(self, w, b, task):
