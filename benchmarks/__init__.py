@@ -7,10 +7,13 @@ Run from the repository root, pinned to one core:
     taskset -c 0 python -m benchmarks --write    # also write benchmarks/RESULTS.md
 
 Modules:
-    common     timing (wall + process CPU), the toy problem's constants, machine information
-    toy        dlsweep end-to-end through `dlsweep.api.run`
-    baselines  per-run NumPy f64, per-run jitted JAX, batched NumPy f32, and the fused-kernel ceiling
-    report     the Markdown table
+    common          timing (wall + process CPU), the toy problem's constants, machine information
+    toy             dlsweep end-to-end through `dlsweep.api.run`
+    baselines       per-run NumPy f64, per-run jitted JAX, batched NumPy f32, and the fused-kernel ceiling
+    report          the Markdown tables; each benchmark writes its own section of RESULTS.md
+    matrix_sensing  deep matrix sensing at d = 5 and 10 against per-run jitted JAX and NumPy loops:
+                    taskset -c 1 python -m benchmarks.matrix_sensing [--quick] [--write]
+    scaling         the engine's throughput against grid size and depth (SCALING.md)
 """
 
 import os as _os

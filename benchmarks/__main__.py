@@ -74,17 +74,12 @@ def log(message: str) -> None:
 
 
 def cross_check(name: str, measured, dl_runs) -> str:
+    from benchmarks.common import compare_hits
     from benchmarks.toy import hits_of
-    import numpy as np
 
     if measured.hits is None:
         return f"{name}: not compared (ran fewer steps than the sweep)"
-    ours = hits_of(dl_runs, measured.run_ids)
-    diff = np.abs(ours - measured.hits)
-    same = int((diff == 0).sum())
-    never = int(((ours < 0) != (measured.hits < 0)).sum())
-    return (f"{name}: {same} of {diff.size} first-hitting steps identical to dlsweep's "
-            f"(max |difference| {int(diff.max())} steps; hit in one and not the other: {never})")
+    return compare_hits(name, measured.hits, hits_of(dl_runs, measured.run_ids))
 
 
 def main(argv=None) -> int:
@@ -165,7 +160,7 @@ def main(argv=None) -> int:
     md = render(args, info, problem, rows, run_row, whole_row, full_traj_steps, notes)
     print(md)
     if args.write:
-        RESULTS.write_text(md)
+        report.write_section(RESULTS, md)
         log(f"wrote {RESULTS}")
     return 0
 

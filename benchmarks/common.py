@@ -44,6 +44,7 @@ class Problem:
 
     n_sigma0: int
     steps: int
+    sigma0_log10: tuple[float, float] = SIGMA0_LOG10
 
     @property
     def n(self) -> int:
@@ -51,7 +52,7 @@ class Problem:
 
     @property
     def sigma0_values(self) -> np.ndarray:
-        return np.logspace(*SIGMA0_LOG10, self.n_sigma0)
+        return np.logspace(*self.sigma0_log10, self.n_sigma0)
 
     def columns(self) -> dict[str, np.ndarray]:
         depth, sigma0 = np.meshgrid(np.asarray(DEPTHS, np.int64), self.sigma0_values, indexing="ij")
@@ -61,6 +62,18 @@ class Problem:
         """m run ids spread evenly over the grid, so every depth and the sigma0 range are covered."""
         m = max(1, min(m, self.n))
         return np.unique(np.rint(np.linspace(0, self.n - 1, m)).astype(np.int64))
+
+
+def compare_hits(name: str, theirs: np.ndarray, ours: np.ndarray, horizon: int | None = None) -> str:
+    """How many of a baseline's first-hitting steps equal dlsweep's (both (m, k, levels), -1 =
+    never). With `horizon` (the baseline ran only that many steps) just the entries that either
+    side reached by then are compared."""
+    mask = np.ones(ours.shape, bool) if horizon is None else (theirs >= 0) | ((ours >= 0) & (ours <= horizon))
+    diff = np.abs(ours - theirs)[mask]
+    never = int(((ours < 0) != (theirs < 0))[mask].sum())
+    within = "" if horizon is None else f" reached within {horizon} steps"
+    return (f"{name}: {int((diff == 0).sum())} of {diff.size} first-hitting steps{within} identical to dlsweep's "
+            f"(max |difference| {int(diff.max(initial=0))} steps; hit in one and not the other: {never})")
 
 
 def cpu_model() -> str:
@@ -106,7 +119,7 @@ def cache_sizes() -> str:
     return ", ".join(parts)
 
 
-def machine_info() -> dict[str, str]:
+def machine_info(module: str = "benchmarks") -> dict[str, str]:
     import jax
     import jaxlib
     import pandas
@@ -128,15 +141,15 @@ def machine_info() -> dict[str, str]:
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", "(unset)"),
         "jax / jaxlib": f"{jax.__version__} / {jaxlib.__version__} ({jax.default_backend()})",
         "numpy / pandas": f"{np.__version__} / {pandas.__version__}",
-        "command": command_line(),
+        "command": command_line(module),
     }
 
 
-def command_line() -> str:
-    """The command as it was typed, as near as Python can tell (taskset is not visible from inside,
-    so it is added when the affinity is a single core)."""
+def command_line(module: str = "benchmarks") -> str:
+    """The command as it was typed (`python -m <module> ...`), as near as Python can tell (taskset
+    is not visible from inside, so it is added when the affinity is a single core)."""
     args = " ".join(shlex.quote(a) for a in sys.argv[1:])
-    cmd = f"python -m benchmarks {args}".strip()
+    cmd = f"python -m {module} {args}".strip()
     if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) == 1:
         cmd = f"taskset -c {next(iter(os.sched_getaffinity(0)))} {cmd}"
     return cmd

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     sizes = [100, 1_000, 10_000] + ([] if args.quick else [100_000, 1_000_000])
     by_size = [measure(max(1, n // 6), [1, 2, 3, 4, 5, 6], args.steps) for n in sizes]
     by_depth = [measure(16_384, [d], args.steps) for d in ([1, 2, 4, 8] if args.quick else [1, 2, 4, 8, 16, 32])]
-    info = machine_info() | {"command": "taskset -c 0 python -m benchmarks.scaling " + " ".join(sys.argv[1:] if argv is None else argv)}
+    info = machine_info("benchmarks.scaling")
     table = render(by_size, by_depth, info)
     print(table)
     if args.write:

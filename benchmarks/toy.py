@@ -52,9 +52,10 @@ class DlsweepResult:
     checks: dict
 
 
-def engine_compute(sweep, chunk_size: int | None) -> tuple[Timing, Timing, int, int]:
+def engine_compute(sweep, chunk_size: int | None, on_chunk=None) -> tuple[Timing, Timing, int, int]:
     """The compiled chunk programs alone, as `api.run` sets them up: compile once, then every chunk
-    of the grid (dispatch + copy of results to NumPy), with no tables or files."""
+    of the grid (dispatch + copy of results to NumPy), with no tables or files. `on_chunk(chunk,
+    summary)`, if given, receives each chunk's summary arrays (e.g. to keep the hitting steps)."""
     from dlsweep import api, grid
 
     program, flat, task = api.compile_inputs(sweep)
@@ -65,7 +66,9 @@ def engine_compute(sweep, chunk_size: int | None) -> tuple[Timing, Timing, int, 
     plan = grid.chunks(flat.size, size, group)
     with timed() as run_time:
         for chunk in plan:
-            compiled(np.arange(chunk.start, chunk.stop), flat.rows(chunk.start, chunk.stop), task)
+            summary, _ = compiled(np.arange(chunk.start, chunk.stop), flat.rows(chunk.start, chunk.stop), task)
+            if on_chunk is not None:
+                on_chunk(chunk, summary)
     return compile_time, run_time, size, len(plan)
 
 

@@ -67,13 +67,16 @@ class MatrixSensing:
         return {"layers": jnp.where(layer < depth, active, eye)}
 
     def product(self, params, depth):
-        """W = W_N ... W_1; padded layers enter as the identity (so get no gradient)."""
+        """W = W_N ... W_1; padded layers enter as the identity (so get no gradient). For small d
+        on CPU the product and its gradient are computed with the batch last (`_chain`)."""
         layers = params["layers"]
         if isinstance(depth, (int, np.integer)):
-            used = [layers[n] for n in range(int(depth))]
+            used = layers[: int(depth)]
         else:
             eye = jnp.eye(self.d, dtype=layers.dtype)
-            used = [jnp.where(n < depth, layers[n], eye) for n in range(self.max_depth)]
+            used = jnp.where(jnp.arange(self.max_depth)[:, None, None] < depth, layers, eye)
+        if len(used) > 1 and _batch_last_kernels(self.d):
+            return _chain(used)
         w = used[0]
         for layer in used[1:]:
             w = layer @ w
@@ -93,8 +96,11 @@ class MatrixSensing:
         return error / (2.0 * jnp.asarray(hp["depth"], residual.dtype))
 
     def observe(self, params, hp, task):
-        """The k largest singular values of W."""
-        return {"sigma": jnp.linalg.svd(self.product(params, hp["depth"]), compute_uv=False)[: self.k]}
+        """The k largest singular values of W: one-sided Jacobi with the batch last for small d
+        on CPU (`_singular_values`), else the backend's SVD."""
+        w = self.product(params, hp["depth"])
+        sigma = _singular_values(w) if _batch_last_kernels(self.d) else jnp.linalg.svd(w, compute_uv=False)
+        return {"sigma": sigma[: self.k]}
 
 
 def statistic(d: int, measurements: int) -> str:
@@ -103,3 +109,179 @@ def statistic(d: int, measurements: int) -> str:
     if measurements == 0:
         return "population"
     return "gram" if measurements >= d * d else "measurements"
+
+
+# ----------------------------------------------------------------------------- batch-last kernels
+# vmap puts the batch first, and XLA's CPU backend runs (B, d, d) @ (B, d, d) as a loop of tiny
+# dot kernels and the SVD as one LAPACK call per matrix. The functions below see the batch as the
+# LAST axis (`_batch_last`), so a d x d product is d broadcast multiply-adds over contiguous
+# trajectories that XLA vectorizes; loops and `lax.switch` keep each product its own kernel (XLA
+# would otherwise fuse chained products and recompute them). benchmarks/RESULTS.md has the timings.
+
+SMALL_D = 10        # largest d computed with the batch last (at d = 12 `@` and LAPACK caught up)
+MAX_SWEEPS = 30     # Jacobi sweeps at most (d <= 10 converges in well under 10)
+
+
+def _batch_last_kernels(d: int) -> bool:
+    """Whether size d uses the kernels below: d <= SMALL_D on CPU, where they were measured."""
+    return d <= SMALL_D and jax.default_backend() == "cpu"
+
+
+def _batch_last(fn):
+    """A per-trajectory function made of `fn`, which takes and returns arrays whose last axis is
+    the batch: called alone it runs on a batch of one; under vmap the batch axis is moved last
+    for `fn` and back (`jax.custom_batching.custom_vmap`)."""
+    @jax.custom_batching.custom_vmap
+    def per_trajectory(*args):
+        return jax.tree.map(lambda x: x[..., 0], fn(*(a[..., None] for a in args)))
+
+    @per_trajectory.def_vmap
+    def batched(size, in_batched, *args):
+        last = [jnp.moveaxis(a, 0, -1) if b else jnp.broadcast_to(a[..., None], (*a.shape, size))
+                for a, b in zip(args, in_batched)]
+        out = fn(*last)
+        return jax.tree.map(lambda x: jnp.moveaxis(x, -1, 0), out), jax.tree.map(lambda _: True, out)
+
+    return per_trajectory
+
+
+def _outer_sum(cols, rows):
+    """sum_k cols[k] rows[k]^T: a d x d product from the left factor's columns and the right
+    factor's rows, each (d, B)."""
+    out = cols[0][:, None] * rows[0][None]
+    for col, row in zip(cols[1:], rows[1:]):
+        out = out + col[:, None] * row[None]
+    return out
+
+
+def _pick(stack, n):
+    """stack[n] for a traced n, as an array of its own (a dynamic slice read inside a product
+    measured 3x slower)."""
+    return jax.lax.switch(n, [lambda s, i=i: s[i] for i in range(len(stack))], stack)
+
+
+def _prefixes(layers):
+    """P_n = W_n ... W_1 for n = 1..N, layers (N, d, d, B)."""
+    d = layers.shape[1]
+
+    def step(n, carry):
+        below, out = carry
+        layer = _pick(layers, n)
+        below = _outer_sum([layer[:, k] for k in range(d)], [below[k] for k in range(d)])
+        return below, out.at[n].set(below)
+
+    return jax.lax.fori_loop(1, len(layers), step, (layers[0], layers))[1]
+
+
+def _layer_grads(layers, prefixes, g):
+    """dl/dW_n = C_n P_{n-1}^T from G = dl/dW: C_N = G, C_{n-1} = W_n^T C_n, P_0 = I."""
+    d, top = layers.shape[1], len(layers) - 1
+
+    def step(i, carry):
+        c, out = carry
+        below, layer = _pick(prefixes, top - i - 1), _pick(layers, top - i)
+        out = out.at[top - i].set(_outer_sum([c[:, k] for k in range(d)], [below[:, k] for k in range(d)]))
+        return _outer_sum([layer[k] for k in range(d)], [c[k] for k in range(d)]), out
+
+    c, out = jax.lax.fori_loop(0, top, step, (g, jnp.zeros_like(layers)))
+    return out.at[0].set(c)
+
+
+_prefix_products = _batch_last(_prefixes)
+_layer_gradients = _batch_last(_layer_grads)
+
+
+@jax.custom_vjp
+def _chain(layers):
+    """W = W_N ... W_1 of layers (N, d, d), N >= 2, with its gradient, both batch-last under vmap."""
+    return _prefix_products(layers)[-1]
+
+
+def _chain_forward(layers):
+    prefixes = _prefix_products(layers)
+    return prefixes[-1], (layers, prefixes)
+
+
+def _chain_backward(residuals, g):
+    return (_layer_gradients(*residuals, g),)
+
+
+_chain.defvjp(_chain_forward, _chain_backward)
+
+
+def _dot(x, y):
+    """sum_i x[i] y[i] over the leading axis, as multiply-adds."""
+    out = x[0] * y[0]
+    for i in range(1, len(x)):
+        out = out + x[i] * y[i]
+    return out
+
+
+def _rotate(x, y, tol):
+    """One Jacobi rotation of each column pair (x_j, y_j) not yet orthogonal (|x.y| > tol |x| |y|)
+    that makes it orthogonal: x <- c x - s y, y <- s x + c y with t = s / c the smaller root of
+    t^2 + 2 zeta t - 1 = 0, zeta = (|y|^2 - |x|^2) / (2 x.y). Returns the columns and which
+    pairs rotated."""
+    alpha, beta, gamma = _dot(x, x), _dot(y, y), _dot(x, y)
+    rotate = jnp.abs(gamma) > tol * jnp.sqrt(alpha) * jnp.sqrt(beta)
+    zeta = (beta - alpha) / (2 * jnp.where(rotate, gamma, 1))
+    a = jnp.abs(zeta)
+    inv = 1 / jnp.maximum(a, 1)          # for |zeta| > 1, t = 1/(a + sqrt(1 + a^2)) without a^2
+    t = jnp.where(a > 1, inv / (1 + jnp.sqrt(1 + inv * inv)), 1 / (a + jnp.sqrt(1 + a * a)))
+    t = jnp.where(zeta < 0, -t, t)
+    c = jnp.where(rotate, 1 / jnp.sqrt(1 + t * t), 1)
+    s = jnp.where(rotate, c * t, 0)
+    return c * x - s * y, s * x + c * y, rotate
+
+
+def _top(values, k):
+    """The k largest of a list of (B,) arrays, descending: v_i goes to slot
+    #{j: v_j > v_i} + #{j < i: v_j = v_i}."""
+    ranks = [sum((w > v).astype(jnp.int32) for w in values) + sum((w == v).astype(jnp.int32) for w in values[:i])
+             for i, v in enumerate(values)]
+    return [sum(jnp.where(rank == slot, v, 0) for rank, v in zip(ranks, values)) for slot in range(k)]
+
+
+def _jacobi_sigma(w):
+    """Singular values of w (d, d, B), descending, by one-sided Jacobi (Hestenes): rotate pairs
+    of columns until every pair is orthogonal to tol = sqrt(d) eps; the column norms are then the
+    singular values. The columns are first divided by 2^floor(log2 max|w|) (exact), so squared
+    norms neither overflow nor underflow. Pairs follow the circle method on m = d columns (plus
+    a zero column for odd d): X_i = L_i, Y_i = L_{m-1-i}, then L <- (L_0, L_{m-1}, L_1, ...,
+    L_{m-2}); m - 1 rounds meet every pair once. A trajectory has converged after m - 1 rounds
+    without a rotation; later rounds only move its columns, so it does not depend on the others."""
+    d = w.shape[0]
+    m, info = d + d % 2, jnp.finfo(w.dtype)
+    h = m // 2
+    unsigned = jnp.dtype(f"uint{info.bits}")
+    exponent = np.array(((1 << info.nexp) - 1) << info.nmant, unsigned)
+    big = jnp.abs(w[0, 0])
+    for entry in jnp.abs(w).reshape(d * d, -1):          # max |w| (a reduce op measured slower)
+        big = jnp.maximum(big, entry)
+    power = jax.lax.bitcast_convert_type(big, unsigned) & exponent
+    scale = jnp.where(power > 0, jax.lax.bitcast_convert_type(power, w.dtype), 1)
+    u = jnp.concatenate([w / scale, jnp.zeros_like(w[:, : m - d])], axis=1)
+    tol = np.sqrt(d) * info.eps
+
+    def round_(state):
+        x, y, quiet, rounds = state
+        x, y, rotated = _rotate(x, y, tol)
+        if h > 1:
+            x, y = (jnp.concatenate([x[:, :1], y[:, :1], x[:, 1:-1]], axis=1),
+                    jnp.concatenate([y[:, 1:], x[:, -1:]], axis=1))
+        moved = rotated[0]
+        for pair in rotated[1:]:
+            moved = moved | pair
+        return x, y, jnp.where(moved, 0, quiet + 1), rounds + 1
+
+    def running(state):
+        return jnp.any(state[2] < m - 1) & (state[3] < MAX_SWEEPS * (m - 1))
+
+    start = (u[:, :h], u[:, h:][:, ::-1], jnp.zeros(w.shape[2:], jnp.int32), 0)
+    two_rounds = lambda state: round_(round_(state))    # noqa: E731 (half the loop-carry copies: measured ~10%)
+    x, y, _, _ = jax.lax.while_loop(running, two_rounds, start)
+    norms = [jnp.sqrt(_dot(c[:, j], c[:, j])) * scale for c in (x, y) for j in range(h)]
+    return jnp.stack(_top(norms, d))
+
+
+_singular_values = _batch_last(_jacobi_sigma)
