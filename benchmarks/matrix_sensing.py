@@ -148,6 +148,23 @@ def thresholds() -> np.ndarray:
     return np.asarray(SIGMA_STAR)[:, None] * np.asarray(LEVELS)[None, :]
 
 
+def plain_product(layers, depth: int):
+    """W = W_N ... W_1 by `@` (layers (>= depth, d, d))."""
+    w = layers[0]
+    for n in range(1, depth):
+        w = layers[n] @ w
+    return w
+
+
+def plain_loss(product, target, depth: int):
+    """layers -> 1/(2N) ||product(layers) - W*||_F^2."""
+    def loss(layers):
+        residual = product(layers) - target
+        return (residual * residual).sum() / (2.0 * depth)
+
+    return loss
+
+
 # ----------------------------------------------------------------------------- per-run jitted JAX
 
 
@@ -161,18 +178,10 @@ def make_jax_trajectory(d: int, depth: int, steps: int, track_hits: bool):
     target, levels = jnp.asarray(w_star(d), jnp.float32), jnp.asarray(thresholds(), jnp.float32)
     k = len(SIGMA_STAR)
 
-    def product(layers):
-        w = layers[0]
-        for n in range(1, depth):
-            w = layers[n] @ w
-        return w
-
-    def loss(layers):
-        residual = product(layers) - target
-        return jnp.sum(residual * residual) / (2.0 * depth)
+    loss = plain_loss(lambda layers: plain_product(layers, depth), target, depth)
 
     def update_hits(hit, layers, t):
-        sigma = jnp.linalg.svd(product(layers), compute_uv=False)[:k]
+        sigma = jnp.linalg.svd(plain_product(layers, depth), compute_uv=False)[:k]
         return jnp.where((hit < 0) & (sigma[:, None] >= levels), t, hit)
 
     @jax.jit
@@ -269,14 +278,8 @@ def components(d: int, problem: Problem, batch: int, steps: int) -> dict[str, fl
     target = jnp.asarray(w_star(d), jnp.float32)
     layers = jax.random.normal(jax.random.key(0), (batch, depth, d, d), jnp.float32) * 0.3
 
-    def product_at(layers):
-        w = layers[0]
-        for n in range(1, depth):
-            w = layers[n] @ w
-        return w
-
     def gd(product):
-        loss = lambda layers: jnp.sum((product(layers) - target) ** 2) / (2.0 * depth)  # noqa: E731
+        loss = plain_loss(product, target, depth)
         return lambda t, layers: layers - LR * jax.grad(loss)(layers)
 
     def peak(sigma):
@@ -287,7 +290,7 @@ def components(d: int, problem: Problem, batch: int, steps: int) -> dict[str, fl
     peak0 = jnp.zeros((batch, len(SIGMA_STAR)))
     kernels = {
         "GD step, dlsweep's product": (gd(model_product), layers),
-        "GD step, `@` under vmap": (gd(product_at), layers),
+        "GD step, `@` under vmap": (gd(lambda layers: plain_product(layers, depth)), layers),
         "singular values, dlsweep's (Jacobi)": (peak(model_sigma), (layers[:, 0], peak0)),
         "singular values, LAPACK SVD under vmap": (peak(lambda w: jnp.linalg.svd(w, compute_uv=False)), (layers[:, 0], peak0)),
     }

@@ -69,7 +69,7 @@ class Result:
     record_steps: np.ndarray
     program: object
     task: dict
-
+    chunks: int = 1                                        # chunks the run wrote
     drawn: dict = dataclasses.field(default_factory=dict)
 
     def data(self, seed: int) -> dict:
@@ -77,6 +77,14 @@ class Result:
         if int(seed) not in self.drawn:
             self.drawn[int(seed)] = engine.draw_task(self.program, self.task, int(seed), self.sweep.seed)
         return self.drawn[int(seed)]
+
+    def values(self) -> np.ndarray:
+        """(B, R, 1 + k): loss and sigma_i at every recorded step, in the runs' order."""
+        columns = ["loss"] + [f"sigma_{i}" for i in range(self.program.model.k)]
+        return dense(self.runs, self.traj, self.record_steps, columns)
+
+    def hits(self) -> np.ndarray:
+        return self.runs[[c for c in self.runs.columns if c.startswith("hit_")]].to_numpy()
 
 
 def resolve(name, model, task, axes, steps=STEPS, dtype="float64", points=POINTS):

@@ -23,10 +23,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pandas as pd
 import pytest
 
 from dlsweep import api, engine, spec, store
+from gissin_reference import dense
 
 SIGMA_STAR = [3.0, 2.0, 1.0]
 K = len(SIGMA_STAR)
@@ -112,13 +112,6 @@ def run_sweep(tmp_path_factory, sweep):
     api.run(sweep, out=folder, progress_bar=False)
     steps = engine.record_steps(sweep.record.schedule, sweep.record.points, sweep.steps)
     return store.load(folder), store.load_trajectories(folder), steps
-
-
-def dense(runs, traj, record_steps, columns):
-    """(B, R, c) in the runs' order; NaN where a run has no row."""
-    index = pd.MultiIndex.from_product([runs["run_id"], record_steps], names=["run_id", "step"])
-    frame = traj.set_index(["run_id", "step"]).reindex(index)
-    return frame[columns].to_numpy().reshape(len(runs), len(record_steps), len(columns))
 
 
 def compare(runs, traj, record_steps, initial_layers, a, label):

@@ -97,3 +97,16 @@ def test_fig4_depth_one_grows_a_fifth_singular_value_that_depth_four_does_not(qu
     traj, runs = api.load_trajectories(folder), api.load(folder)
     peak = traj.merge(runs[["run_id", "depth"]]).groupby("depth").sigma_4.max()
     assert peak.loc[1] > 0.5 and peak.loc[4] < 0.1
+
+
+def test_compare_without_scikit_learn_is_a_clear_error_before_anything_is_written(monkeypatch, tmp_path):
+    """`compare = true` needs the `compare` extra; without it the run stops at once, naming the key
+    and the install command (a finished run's spec still loads without scikit-learn)."""
+    from dlsweep import compare, spec
+    from dlsweep.spec import SpecError
+
+    monkeypatch.setattr(compare, "available", lambda: False)
+    assert spec.load(reproduce.spec_path("gissin-fig6")).compare
+    with pytest.raises(SpecError, match=r"gissin-fig6.toml: key 'compare': .*scikit-learn.*dlsweep\[compare\]"):
+        api.run(reproduce.spec_path("gissin-fig6"), out=tmp_path / "fig6")
+    assert not (tmp_path / "fig6").exists()

@@ -17,41 +17,15 @@ Small float32 sweeps, each run once per module.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
-import pandas as pd
 import pytest
 
 from dlsweep import api, engine, grid, spec, store
+from gissin_reference import Result
 
 ROOT_SEED = 5
 SEEDS = [0, 1, 2]
 VALUES_RTOL = 1e-6      # float32 (eps 1.2e-7): the same arithmetic up to the order of a few roundings
-
-
-@dataclasses.dataclass
-class Result:
-    sweep: object
-    runs: pd.DataFrame
-    traj: pd.DataFrame
-    record_steps: np.ndarray
-    program: object
-    task: dict
-    chunks: int
-
-    def data(self, seed: int) -> dict:
-        return engine.draw_task(self.program, self.task, int(seed), self.sweep.seed)
-
-    def values(self) -> np.ndarray:
-        """(B, R, 1 + k): loss and sigma_i at every recorded step, in the runs' order."""
-        columns = ["loss"] + [f"sigma_{i}" for i in range(self.program.model.k)]
-        index = pd.MultiIndex.from_product([self.runs["run_id"], self.record_steps], names=["run_id", "step"])
-        frame = self.traj.set_index(["run_id", "step"]).reindex(index)
-        return frame[columns].to_numpy().reshape(len(self.runs), len(self.record_steps), len(columns))
-
-    def hits(self) -> np.ndarray:
-        return self.runs[[c for c in self.runs.columns if c.startswith("hit_")]].to_numpy()
 
 
 def resolve(name, model, task, axes, steps=200):

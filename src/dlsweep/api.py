@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlsweep import engine, grid, models, progress, store
+from dlsweep import compare, engine, grid, models, progress, store
 from dlsweep import spec as spec_module
 from dlsweep.analysis import incremental
 from dlsweep.spec import Sweep
@@ -92,6 +92,8 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     fixes the chunk plan, and the dataset is complete when every chunk's part exists."""
     sweep = spec if isinstance(spec, Sweep) else spec_module.load(spec, overrides)
     spec_module.check_counts({"--chunk-size": chunk_size, "--max-chunks": max_chunks})
+    if sweep.compare and not compare.available():      # checked when run, so its results load anywhere
+        raise spec_module.SpecError(f"{sweep.source}: key 'compare': the baselines need scikit-learn: {compare.INSTALL}")
     if shard is not None:
         if not (len(shard) == 2 and all(type(v) is int for v in shard) and 1 <= shard[0] <= shard[1]):
             raise spec_module.SpecError(f"--shard: expected K/N with 1 <= K <= N, got {shard!r}")

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from dlsweep import compare as compare_module
 from dlsweep import models
 from dlsweep.store import level_name
 
@@ -216,8 +215,6 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: set[st
         raise where.error("compare", f"expected true or false, got {compare!r}")
     if compare and family.baseline(task) is None:
         raise where.error("compare", f"model {model_name!r} with this task has no baseline to compare with")
-    if compare and not compare_module.available():
-        raise where.error("compare", f"the baselines need scikit-learn: {compare_module.INSTALL}")
     return Sweep(name, model_name, steps, dtype, seed, task, axes, record, stop, compare, source=source)
 
 

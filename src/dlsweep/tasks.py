@@ -37,12 +37,12 @@ def _positive_numbers(task: dict, key: str, error: Error, allow_zero: bool = Fal
     return tuple(float(v) for v in values)
 
 
-def _integer(task: dict, key: str, default: int, minimum: int, error: Error, what: str = "") -> int:
-    """An integer >= minimum (`what` names the bound, e.g. "len(sigma_star)", or says what it means)."""
+def _integer(task: dict, key: str, default: int, minimum: int, error: Error, bound: str = "", note: str = "") -> int:
+    """An integer >= minimum; the message names the bound ("len(sigma_star) = 2") and a note."""
     value = task.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        bound = f"{what[2:-1]} = {minimum}" if what.startswith(" (len") else f"{minimum}{what}"
-        raise error(key, f"expected an integer >= {bound}, got {value!r}")
+        named = f"{bound} = {minimum}" if bound else f"{minimum}"
+        raise error(key, f"expected an integer >= {named}{note}, got {value!r}")
     return value
 
 
@@ -69,9 +69,9 @@ def validate_matrix_sensing(task: dict, error: Error) -> dict:
 
     out = validate_target_values(task, error, ("sigma_star", "d", "measurements", "init", "top"))
     k = len(out["sigma_star"])
-    out = out | {"d": _integer(task, "d", k, k, error, " (len(sigma_star))")}
+    out = out | {"d": _integer(task, "d", k, k, error, bound="len(sigma_star)")}
     return out | {"top": _top(task, k, out["d"], error),
-                  "measurements": _integer(task, "measurements", 0, 0, error, " (0: the population loss)"),
+                  "measurements": _integer(task, "measurements", 0, 0, error, note=" (0: the population loss)"),
                   "init": _choice(task, "init", INITS, error)}
 
 
@@ -86,15 +86,15 @@ def validate_quadratic(task: dict, error: Error) -> dict:
     bias = task.get("bias", False)
     if not isinstance(bias, bool):
         raise error("bias", f"expected true or false, got {bias!r}")
-    out = out | {"d": _integer(task, "d", k, k, error, " (len(sigma_star))")}
+    out = out | {"d": _integer(task, "d", k, k, error, bound="len(sigma_star)")}
     return out | {"top": _top(task, k, out["d"], error),
-                  "examples": _integer(task, "examples", 0, 0, error, " (0: the population loss)"),
+                  "examples": _integer(task, "examples", 0, 0, error, note=" (0: the population loss)"),
                   "loss": _choice(task, "loss", LOSSES, error), "bias": bias}
 
 
 def _top(task: dict, k: int, d: int, error: Error) -> int:
     """`top`: how many of the largest values are observed, k = len(sigma_star) <= top <= d."""
-    top = _integer(task, "top", k, k, error, " (len(sigma_star))")
+    top = _integer(task, "top", k, k, error, bound="len(sigma_star)")
     if top > d:
         raise error("top", f"expected at most d = {d}, got {top}")
     return top
@@ -117,9 +117,9 @@ def validate_diagonal(task: dict, error: Error) -> dict:
     w_star = _signed_numbers(task, "w_star", error)
     loss = _choice(task, "loss", LOSSES, error)
     nonzero = sorted((abs(v) for v in w_star if v != 0), reverse=True)
-    d = _integer(task, "d", len(w_star), len(w_star), error, " (len(w_star))")
+    d = _integer(task, "d", len(w_star), len(w_star), error, bound="len(w_star)")
     examples = _integer(task, "examples", 0, 0 if loss == "squared" else 1, error,
-                        " (0: the population loss)" if loss == "squared" else " (a classification loss needs data)")
+                        note=" (0: the population loss)" if loss == "squared" else " (a classification loss needs data)")
     top = _integer(task, "top", len(nonzero), 1, error)
     if top > d:
         raise error("top", f"expected at most d = {d} observed values, got {top}")
@@ -137,7 +137,7 @@ def validate_conv(task: dict, error: Error) -> dict:
 
     _reject_unknown(task, ("frequencies", "d", "examples", "loss", "top"), error)
     values = _positive_numbers(task, "frequencies", error, allow_zero=True)
-    d = _integer(task, "d", 2 * len(values), 2 * len(values) - 1, error, " (2 len(frequencies) - 1)")
+    d = _integer(task, "d", 2 * len(values), 2 * len(values) - 1, error, bound="2 len(frequencies) - 1")
     top = _integer(task, "top", min(5, d // 2 + 1), 1, error)
     if top > d // 2 + 1:
         raise error("top", f"expected at most d // 2 + 1 = {d // 2 + 1} observed amplitudes, got {top}")
