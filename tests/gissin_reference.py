@@ -20,7 +20,10 @@ diagonal    sigma = w+^N - w-^N,  w+-(0) = sigma0^(1/N),  z_j = <sigma, x_j>
             squared 1/(2N^2) mean (y - z)^2 (population 1/(2N^2)||sigma - w*||^2), exponential
             1/N^2 mean exp(-y z), logistic 1/N^2 mean log(1 + exp(-y z));
             dl/dw+ = N w+^(N-1) g,  dl/dw- = -N w-^(N-1) g,  g = dl/dsigma; observed: the k
-            largest |sigma_i|; summary: correlation <sigma, w*>/(|sigma||w*|).
+            largest |sigma_i|; summary: correlation <sigma, w*>/(|sigma||w*|). A random w* (App. D)
+            has, at sparsity s, the drawn magnitudes at the s features that come first in the
+            drawn order of features and 0 elsewhere; feature i is selected at the first step with
+            |sigma_i| > select.
 conv        h_0 = x, h_n[i] = sum_k w_n[k] h_{n-1}[(i + k) mod d] (n = 1..N-1), f(x) = <h_{N-1}, w_N>,
             loss 1/N mean exp(-y f) or 1/N mean log(1 + exp(-y f)); forward and backprop are
             written literally as these index shifts (index arrays), not via the FFT the package uses:
@@ -127,18 +130,25 @@ class Trajectory:
     hit: np.ndarray         # (k, L) first step with sigma_i >= level * sigma*_i, -1 if never
     params: dict            # final parameters
     correlation: float | None = None   # <predictor, w*>/(|predictor||w*|) of the final parameters
+    chosen: np.ndarray | None = None   # (n,) first step each feature was selected, -1 if never
 
 
-def gradient_descent(params, loss_and_grad, observe, lr, steps, record_steps, targets=None, levels=LEVELS):
+def gradient_descent(params, loss_and_grad, observe, lr, steps, record_steps, targets=None, levels=LEVELS,
+                     selected=None):
     """Plain GD p <- p - lr dl/dp on every entry of `params` (a dict of float64 arrays / floats),
-    recording (loss, observe(p)) at `record_steps` and the first-hitting steps of the targets."""
+    recording (loss, observe(p)) at `record_steps`, the first-hitting steps of the targets and the
+    first step each feature is `selected(p)` (bool array), if given."""
     params = {name: np.array(value, np.float64) for name, value in params.items()}
     record = {int(s): i for i, s in enumerate(record_steps)}
     losses, sigmas = [None] * len(record), [None] * len(record)
-    hit = None
+    hit = chosen = None
     for t in range(steps + 1):
         loss, grads = loss_and_grad(params)
         sigma = observe(params)
+        if selected is not None:
+            now = selected(params)
+            chosen = np.full(now.shape, -1) if chosen is None else chosen
+            chosen[(chosen < 0) & now] = t
         if targets is not None:
             reached = sigma[:, None] >= np.asarray(levels)[None, :] * np.asarray(targets)[:, None]
             hit = np.full(reached.shape, -1) if hit is None else hit
@@ -147,7 +157,7 @@ def gradient_descent(params, loss_and_grad, observe, lr, steps, record_steps, ta
             losses[record[t]], sigmas[record[t]] = loss, sigma
         if t < steps:
             params = {name: params[name] - lr * grads[name] for name in params}
-    return Trajectory(np.array(losses), np.stack(sigmas), hit, params)
+    return Trajectory(np.array(losses), np.stack(sigmas), hit, params, chosen=chosen)
 
 
 def compare(result: Result, reference, label: str, wrong=(), has_correlation=False):
@@ -184,6 +194,12 @@ def compare(result: Result, reference, label: str, wrong=(), has_correlation=Fal
         if targets is not None:
             got = np.array([getattr(run, c) for c in hit_columns]).reshape(expected.hit.shape)
             np.testing.assert_array_equal(got, expected.hit, err_msg=f"{label} hits {run}")
+        if expected.chosen is not None:      # the selection order and steps, exactly
+            features = np.flatnonzero(expected.chosen >= 0)
+            features = features[np.argsort(expected.chosen[features], kind="stable")]
+            np.testing.assert_array_equal(run.selected, features, err_msg=f"{label} selected {run}")
+            np.testing.assert_array_equal(run.selected_at, expected.chosen[features], err_msg=f"{label} steps {run}")
+            worst["selected"] = worst.get("selected", 0) + len(features)
         if has_correlation:
             np.testing.assert_allclose(run.correlation, expected.correlation, rtol=RTOL, atol=0,
                                        err_msg=f"{label} correlation {run}")
@@ -205,7 +221,8 @@ def compare(result: Result, reference, label: str, wrong=(), has_correlation=Fal
     if targets is not None:
         assert (runs[hit_columns].to_numpy() > 0).sum() >= 3, f"{label}: (almost) no level reached after step 0"
     print(f"{label}: max rel diff " + ", ".join(f"{name} {value:.1e}" for name, value in worst.items()
-                                                if not name.startswith("wrong"))
+                                                if not name.startswith("wrong") and name != "selected")
+          + (f"; {worst['selected']} selections equal" if "selected" in worst else "")
           + "; wrong variants off by >= " + ", ".join(f"{value:.1e}" for name, value in worst.items()
                                                      if name.startswith("wrong")))
     return worst
@@ -323,31 +340,52 @@ def correlation(a, b):
 
 def diagonal_reference(result: Result, variant: str = "right"):
     """reference(run) for a diagonal sweep. Variant "1/(2N)" (negative control) uses the untied
-    normalization 1/N (THEORY.md 1.1 warning) in place of 1/N^2; it coincides at N = 1 (None)."""
+    normalization 1/N (THEORY.md 1.1 warning) in place of 1/N^2; it coincides at N = 1 (None).
+    With `normalize`, the drawn columns are checked to have unit norm."""
     task = result.sweep.task
     d, k, loss_kind = task["d"], task["top"], task["loss"]
-    w_star = np.zeros(d)
-    w_star[: len(task["w_star"])] = task["w_star"]
-    if loss_kind != "squared":
-        w_star /= np.linalg.norm(w_star)
-    np.testing.assert_allclose(result.task["w_star"], w_star, rtol=1e-15)
-    targets = np.sort(np.abs(w_star[w_star != 0]))[::-1][:k] if "sigma_star" in task else None
+    random = task["w_star"] == "random"
+    if not random:
+        w_fixed = np.zeros(d)
+        w_fixed[: len(task["w_star"])] = task["w_star"]
+        if loss_kind != "squared":
+            w_fixed /= np.linalg.norm(w_fixed)
+        np.testing.assert_allclose(result.task["w_star"], w_fixed, rtol=1e-15)
+    targets = np.sort(np.abs(w_fixed[w_fixed != 0]))[::-1][:k] if "sigma_star" in task else None
+
+    def w_star_of(run):
+        if not random:
+            return w_fixed
+        drawn = result.data(run.seed)
+        magnitudes, order = drawn["magnitudes"], drawn["order"]
+        assert sorted(order.tolist()) == list(range(d)) and (magnitudes >= 1).all()
+        w = np.zeros(d)
+        first = [i for i in range(d) if order[i] < run.sparsity]      # the s features first in the order
+        w[first] = magnitudes[first]
+        return w
 
     def reference(run):
         if variant != "right" and run.depth == 1:
             return None
+        w_star = w_star_of(run)
         x = y = None
         if task["examples"]:
             x = result.data(run.seed)["x"]
+            if task["normalize"]:
+                np.testing.assert_allclose(np.sqrt((x * x).sum(axis=0)), 1.0, rtol=1e-13)
             y = x @ w_star if loss_kind == "squared" else np.sign(x @ w_star)
-            np.testing.assert_allclose(result.data(run.seed)["y"], y, rtol=1e-13)
+            if loss_kind != "squared":
+                np.testing.assert_allclose(result.data(run.seed)["y"], y, rtol=1e-13)
         w0 = run.sigma0 ** (1.0 / run.depth)
         params = {"plus": np.full(d, w0), "minus": np.full(d, w0)}
         norm = 1.0 / run.depth if variant == "1/(2N)" else None
+        predictor = lambda p: p["plus"] ** run.depth - p["minus"] ** run.depth  # noqa: E731
+        select = task["select"]
         out = gradient_descent(params, diagonal_loss_and_grad(loss_kind, run.depth, w_star, x, y, norm),
-                               lambda p: np.sort(np.abs(p["plus"] ** run.depth - p["minus"] ** run.depth))[::-1][:k],
-                               run.lr, result.sweep.steps, result.record_steps, targets)
-        out.correlation = correlation(out.params["plus"] ** run.depth - out.params["minus"] ** run.depth, w_star)
+                               lambda p: np.sort(np.abs(predictor(p)))[::-1][:k],
+                               run.lr, result.sweep.steps, result.record_steps, targets,
+                               selected=(lambda p: np.abs(predictor(p)) > select) if select else None)
+        out.correlation = correlation(predictor(out.params), w_star)
         return out
 
     return reference

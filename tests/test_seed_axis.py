@@ -5,11 +5,12 @@ per value of the axis (engine.chunk_task, engine.draw_task).
     trajectories with the same seed see the same data whatever their depth and sigma0 (their
     step-0 loss is the loss of `draw_task`'s data), and a run repeated in the grid (an axis
     value given twice) gets the same result.
-(2) A trajectory's result does not depend on which other seeds share its chunk: the same grid
-    with a small and a large `chunk_size`, and a one-seed grid [s] (seed a constant of the chunk:
-    the data is drawn once, unbatched) against the same seed inside a multi-seed grid (drawn per
-    trajectory, under vmap), give identical hits and values equal to ~1e-6 relative (float32:
-    the two programs may order a few roundings differently; see `assert_same_values`).
+(2) A trajectory's result does not depend on which other seeds share its chunk, nor on how the
+    chunk holds the data: a one-seed grid [s] (seed a constant of the chunk: the data drawn once,
+    unbatched), the same seed inside a multi-seed grid whose chunks are whole seed cycles (the
+    data drawn once per seed, `engine.rows_map`), and a chunk size that cuts the cycles (the data
+    drawn per trajectory) give identical hits and values equal to ~1e-6 relative (float32: the
+    programs may order a few roundings differently; see `assert_same_values`).
 (3) Matrix sensing with measurements gives different singular-value trajectories per seed.
 
 Small float32 sweeps, each run once per module.
@@ -49,6 +50,7 @@ QUADRATIC_AXES = {"sigma0": [0.01, 0.1], "lr": [0.02], "seed": SEEDS}
 SWEEPS = {     # name: (model, task, axes, chunk_size)
     "diagonal": ("diagonal", DIAGONAL_TASK, DIAGONAL_AXES, None),
     "diagonal_seed1": ("diagonal", DIAGONAL_TASK, DIAGONAL_AXES | {"seed": [1]}, None),
+    "diagonal_chunk4": ("diagonal", DIAGONAL_TASK, DIAGONAL_AXES, 4),
     "sensing": ("matrix_sensing", SENSING_TASK, SENSING_AXES, None),
     "sensing_seed2": ("matrix_sensing", SENSING_TASK, SENSING_AXES | {"seed": [2]}, None),
     "quadratic": ("quadratic", QUADRATIC_TASK, QUADRATIC_AXES, None),
@@ -108,8 +110,8 @@ def assert_same_values(got, want, label=""):
 
 def test_draw_task_gives_fresh_data_per_seed(results):
     """engine.draw_task (what the trajectories of a seed see): the datasets of seeds 0, 1, 2 are
-    pairwise different (every x entry differs), the shared arrays (w*) are the same for all, the
-    labels are y = <w*, x> of that seed's x (1e-6 relative, float32), and a second call returns
+    pairwise different (every x entry differs), the shared arrays (w*) are the same for all (the
+    squared loss takes y = <w*, x> from them, so no labels are drawn), and a second call returns
     the same arrays (the draw is a function of (root seed, seed) only)."""
     result = results("diagonal")
     drawn = {s: result.data(s) for s in SEEDS}
@@ -117,7 +119,8 @@ def test_draw_task_gives_fresh_data_per_seed(results):
     for s in SEEDS:
         assert drawn[s]["x"].shape == (DIAGONAL_TASK["examples"], DIAGONAL_TASK["d"])
         np.testing.assert_array_equal(drawn[s]["w_star"], drawn[0]["w_star"])
-        np.testing.assert_allclose(drawn[s]["y"], drawn[s]["x"].astype(np.float64) @ w_star, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(drawn[s]["w_star"], w_star, rtol=1e-7)
+        assert "y" not in drawn[s]
         again = result.data(s)
         for name in drawn[s]:
             np.testing.assert_array_equal(again[name], drawn[s][name])
@@ -127,12 +130,13 @@ def test_draw_task_gives_fresh_data_per_seed(results):
 
 def test_same_seed_same_data_whatever_depth_and_sigma0(results):
     """Every trajectory of the diagonal sweep (N in {1, 2}, sigma0 in {0.05, 0.05, 0.01}, seeds
-    0, 1, 2) starts at sigma = 0, so its step-0 loss is 1/(2N^2) mean_j y_j^2 over the data it
-    sees. Expected: that value computed from draw_task(seed) for the run's own seed, to 1e-6
+    0, 1, 2) starts at sigma = 0, so its step-0 loss is 1/(2N^2) mean_j y_j^2, y_j = <w*, x_j>,
+    over the data it sees. Expected: that value computed from draw_task(seed) for the run's own seed, to 1e-6
     relative (float32), for every run whatever its depth and sigma0; the three seeds' values
     differ by > 1% (so a trajectory seeing another seed's data would be caught)."""
     result = results("diagonal")
-    mean_y2 = {s: float(np.mean(result.data(s)["y"].astype(np.float64) ** 2)) for s in SEEDS}
+    w_star = np.array(DIAGONAL_TASK["w_star"] + [0.0] * (DIAGONAL_TASK["d"] - len(DIAGONAL_TASK["w_star"])))
+    mean_y2 = {s: float(np.mean((result.data(s)["x"].astype(np.float64) @ w_star) ** 2)) for s in SEEDS}
     assert min(abs(mean_y2[a] / mean_y2[b] - 1) for a in SEEDS for b in SEEDS if a != b) > 1e-2
     loss0 = result.values()[:, 0, 0]
     expected = np.array([mean_y2[run.seed] / (2.0 * run.depth**2) for run in result.runs.itertuples()])
@@ -202,21 +206,27 @@ def test_one_seed_grid_equals_multi_seed_grid(results, multi_name, single_name, 
     print(f"{single_name} vs {multi_name}: max normwise rel diff {normwise:.1e}, elementwise {elementwise:.1e}")
 
 
-def test_chunk_size_does_not_change_results(results):
+@pytest.mark.parametrize("whole, cut, chunks", [("quadratic", "quadratic_chunk2", (1, 3)),
+                                                 ("diagonal", "diagonal_chunk4", (1, 5))])
+def test_chunk_size_does_not_change_results(results, whole, cut, chunks):
     """The quadratic network (random init from fold_in(key(root seed), run_id), 20 examples per
-    seed, seeds 0, 1, 2, sigma0 in {0.01, 0.1}) with chunk_size 2 (3 chunks, each mixing two
-    seeds) and the default (one chunk of all 6 runs). Expected: the same runs (run_id and
-    hyperparameters), identical hits, loss / sigma equal to 1e-6 (normwise,
-    `assert_same_values`) at every recorded step."""
-    large, small = results("quadratic"), results("quadratic_chunk2")
-    assert (large.chunks, small.chunks) == (1, 3)
-    names = ["run_id", *large.sweep.axes]
+    seed, seeds 0, 1, 2, sigma0 in {0.01, 0.1}) and the diagonal network (12 examples per seed),
+    each with the default chunk size (one chunk of whole seed cycles: the data drawn once per
+    seed) and a chunk size that cuts the cycles (2 or 4: the data drawn per trajectory). Expected:
+    the same runs (run_id and hyperparameters), identical hits, loss / sigma equal to 1e-6
+    (normwise, `assert_same_values`) at every recorded step."""
+    large, small = results(whole), results(cut)
+    assert (large.chunks, small.chunks) == chunks
+    axes = large.sweep.axes
+    assert engine.seed_period(large.program.model, axes, len(large.runs)) == len(SEEDS)     # one chunk
+    assert engine.seed_period(small.program.model, axes, SWEEPS[cut][3]) is None
+    names = ["run_id", *axes]
     np.testing.assert_array_equal(large.runs[names].to_numpy(), small.runs[names].to_numpy())
     assert (large.hits() > 0).any()
     np.testing.assert_array_equal(large.hits(), small.hits())
-    normwise, elementwise = assert_same_values(small.values(), large.values(), "chunk 2 vs one chunk")
-    print(f"quadratic chunk 2 vs one chunk: max normwise rel diff {normwise:.1e}, elementwise {elementwise:.1e}")
-    # the seed matters here too (random init and data): seeds 0 and 1 of sigma0 = 0.01 differ
+    normwise, elementwise = assert_same_values(small.values(), large.values(), f"{cut} vs {whole}")
+    print(f"{cut} vs {whole}: max normwise rel diff {normwise:.1e}, elementwise {elementwise:.1e}")
+    # the seed matters here too (random init or data): seeds 0 and 1 of the first cell differ
     values = large.values()
     assert max_rel(values[0], values[1]) > 1e-2
 

@@ -62,22 +62,31 @@ def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
     return program, grid.build(sweep.axes), family.make_task(sweep)
 
 
-def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict) -> int:
+def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict, cycle: int = 1) -> int:
     """Chunk size for `n_runs` trajectories from XLA's memory analysis of the chunk program, within
-    the memory budget and the backend's useful maximum. A grid no larger than the analysis's probe
-    batch is one chunk: it needs no more memory than the probe, so it is not compiled twice."""
+    the memory budget and the backend's useful maximum, whole cycles of `cycle` seeds. A grid no
+    larger than the analysis's probe batch is one chunk: it needs no more memory than the probe,
+    so it is not compiled twice."""
     if n_runs <= engine.PROBE_BATCH:
-        return grid.chunk_size_for(n_runs, 1, cap=engine.max_chunk())
+        return grid.chunk_size_for(n_runs, 1, cap=engine.max_chunk(), cycle=cycle)
     return grid.chunk_size_for(n_runs, engine.bytes_per_trajectory(program, hp_names, task),
-                               budget=engine.memory_budget(), cap=engine.max_chunk())
+                               budget=engine.memory_budget(), cap=engine.max_chunk(), cycle=cycle)
+
+
+def seed_cycle(sweep: Sweep, program: engine.Program) -> int:
+    """Chunks of a sweep whose model draws data per seed are whole cycles of its seed axis, so
+    the data is drawn once per seed (`engine.seed_period`); 1 for any other sweep."""
+    return engine.seed_period(program.model, sweep.axes, len(sweep.axes.get("seed", ()))) or 1
 
 
 def compile_sweep(sweep: Sweep, program: engine.Program, task: dict, size: int, group: int) -> engine.CompiledChunk:
     """The chunk program of a sweep for chunks of `size` that never straddle `group` run ids
-    (`grid.aligned_group`): the axes with one value per chunk enter it unbatched."""
+    (`grid.aligned_group`): the axes with one value per chunk enter it unbatched, and data drawn
+    per seed is kept once per seed when the chunks are whole seed cycles."""
     follows_leading = group < math.prod(len(values) for values in sweep.axes.values())
     return engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
-                                constant=grid.constant_axes(sweep.axes, follows_leading))
+                                constant=grid.constant_axes(sweep.axes, follows_leading),
+                                period=engine.seed_period(program.model, sweep.axes, size))
 
 
 def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
@@ -108,7 +117,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
         with store.initializing(folder):
             manifest = store.prepare(folder, sweep, overwrite)
             if manifest is None:
-                size = chunk_size or default_chunk_size(program, group, hp_names, task)
+                size = chunk_size or default_chunk_size(program, group, hp_names, task, seed_cycle(sweep, program))
                 manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size, group)), group)
             if shard is not None:       # shards of one folder must agree on N, or they duplicate chunks
                 if manifest.setdefault("shards", shard[1]) != shard[1]:
@@ -151,20 +160,22 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
 
 
 def _baselines(sweep: Sweep, program: engine.Program, task: dict):
-    """hps -> the baseline's columns for those runs (`sweep.compare`), computed once per seed on
+    """runs -> the baseline's columns for those runs (`sweep.compare`), fitted once per seed on
     the seed's data as the program draws it; None without `compare`."""
     if not sweep.compare:
         return None
-    comparator = models.FAMILIES[sweep.model].baseline(sweep.task)
-    per_seed: dict[int, dict[str, float]] = {}
+    baseline = models.FAMILIES[sweep.model].baseline(sweep.task)
+    fitted: dict[int, object] = {}
 
-    def columns(hps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        seeds = hps.get("seed", np.zeros(len(next(iter(hps.values()))), np.int64))
-        for seed in np.unique(seeds):
-            if int(seed) not in per_seed:
-                per_seed[int(seed)] = comparator(engine.draw_task(program, task, int(seed), sweep.seed))
-        names = next(iter(per_seed.values()))
-        return {name: np.array([per_seed[int(s)][name] for s in seeds]) for name in names}
+    def columns(runs: pd.DataFrame) -> dict[str, np.ndarray]:
+        seeds = runs["seed"].to_numpy() if "seed" in runs else np.zeros(len(runs), np.int64)
+        out: dict[str, np.ndarray] = {}
+        for seed, rows in pd.Series(range(len(runs))).groupby(seeds).groups.items():
+            if int(seed) not in fitted:
+                fitted[int(seed)] = baseline.fit(engine.draw_task(program, task, int(seed), sweep.seed))
+            for name, values in baseline.columns(fitted[int(seed)], runs.iloc[rows]).items():
+                out.setdefault(name, np.full(len(runs), np.nan))[np.asarray(rows)] = values
+        return out
 
     return columns
 
@@ -178,7 +189,7 @@ def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, flat: grid
     hps = flat.rows(chunk.start, chunk.stop)
     runs, trajectories = store.chunk_frames(sweep, run_ids, hps, summary, records, np.asarray(program.record_steps))
     if baselines is not None:
-        runs = runs.assign(**baselines(hps))
+        runs = runs.assign(**baselines(runs))
     store.write_chunk(folder, chunk.index, runs, trajectories)
     chunk_steps = int(runs["steps_run"].sum())
     entry = {"runs": [chunk.start, chunk.stop], "seconds": round(time.perf_counter() - launched_at, 4),
@@ -272,14 +283,15 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: fl
     return table
 
 
-PLOT_KINDS = ("heatmap", "trajectories", "thresholds", "lr", "correlation")
+PLOT_KINDS = ("heatmap", "trajectories", "thresholds", "lr", "correlation", "agreement")
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 
 
 def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y: str | None = None,
              color: str | None = None, pair: tuple[int, int] | None = None, s: float = 0.05, f: float = 0.95,
-             out: str | Path | None = None) -> list[Path]:
-    """Draw one figure of a run folder; it lands in `DIR/figures/<kind>[...].png` and at `out`.
+             out: str | Path | None = None, title: str | None = None) -> list[Path]:
+    """Draw one figure of a run folder; it lands in `DIR/figures/<kind>[...].png` and at `out`
+    (trajectories: under `title`, if given).
 
     heatmap: x (default sigma0) by y (default depth), colour `status` of `pair` (default the two
     largest targets) or a numeric column (`log_hit_ratio`, `final_loss`, ...), with the measured
@@ -287,7 +299,8 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     `log10_sigma0_th` maps the thresholds themselves. trajectories: sigma_i(t) faceted by sigma0 x
     depth (repetitions over seeds as mean and spread). thresholds: sigma0_th against r per depth.
     lr: sigma0_th against lr at N = 2. correlation: the final predictor's correlation with the
-    labelling vector against depth (models that summarize one), with the SVM baseline if run."""
+    labelling vector against depth (models that summarize one), with the SVM baseline if run.
+    agreement: the agreement of the selected features with OMP's against the sparsity."""
     from dlsweep import plot
 
     folder = Path(folder)
@@ -297,7 +310,7 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         raise plot.PlotError(f"-o {out}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
     sweep = spec_module.load(_spec_file(folder))
     sigma_star = models.FAMILIES[sweep.model].targets(sweep.task)
-    if sigma_star is None and kind not in ("trajectories", "correlation"):
+    if sigma_star is None and kind not in ("trajectories", "correlation", "agreement"):
         raise plot.PlotError(f"{folder}: a {kind} figure needs targets sigma_star, which this task has not")
     if sigma_star is not None:
         pair = pair or incremental.pairs_for(sigma_star, "adjacent")[0]
@@ -313,7 +326,8 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         chosen = _first_slice(chosen, [a for a in sweep.axes if a not in (rows, cols, "seed")])
         traj = load_trajectories(folder)
         figure = plot.trajectories(traj[traj.run_id.isin(chosen.run_id)], chosen, sigma_star, rows=rows,
-                                   cols=cols, s=s, f=f, pair=pair, ylabel=models.FAMILIES[sweep.model].observed)
+                                   cols=cols, s=s, f=f, pair=pair, ylabel=models.FAMILIES[sweep.model].observed,
+                                   title=title)
     elif kind == "correlation":
         if "correlation" not in runs or "depth" not in runs:
             raise plot.PlotError(f"{folder}: the correlation figure needs a depth axis and a model that "
@@ -321,6 +335,11 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         baseline = "svm_correlation" if "svm_correlation" in runs else None
         figure = plot.correlation_by_depth(_first_slice(runs, [a for a in sweep.axes if a not in ("depth", "sigma0", "seed")]),
                                            baseline)
+    elif kind == "agreement":
+        if "omp_agreement" not in runs or "sparsity" not in runs:
+            raise plot.PlotError(f"{folder}: the agreement figure needs a sparsity axis and the OMP baseline "
+                                 f"(model diagonal with select > 0 and compare = true)")
+        figure = plot.agreement_by_sparsity(runs)
     elif kind == "heatmap" and (x, y) == ("r", "depth"):
         table = _thresholds_for(folder, s, f, "all").assign(
             log10_threshold_over_target=lambda t: np.log10(t.sigma0_th / t.sigma_star_j))

@@ -67,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--s", type=float, default=0.05, help="level s of Definition 1 (default 0.05)")
     pl.add_argument("--f", type=float, default=0.95, help="level f of Definition 1 (default 0.95)")
     pl.add_argument("-o", "--out", help="also write the figure here (.png, .pdf or .svg)")
+    pl.add_argument("--title", help="trajectories: a title over the panels")
 
     rp = verbs.add_parser("reproduce", help="run a bundled reproduction of a paper figure")
     rp.add_argument("name", nargs="?", help="e.g. gissin-depth-separation (see --list)")
@@ -158,7 +159,7 @@ def _plot(args) -> int:
     if args.pair is not None and (not isinstance(args.pair, list) or len(args.pair) != 1):
         raise PlotError(f"--pair: expected one pair like 0-1, got {args.pair!r}")
     for path in api.plot_run(args.folder, kind=args.kind, x=args.x, y=args.y, color=args.color, pair=pair,
-                             s=args.s, f=args.f, out=args.out):
+                             s=args.s, f=args.f, out=args.out, title=args.title):
         print(path)
     return 0
 

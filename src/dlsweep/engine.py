@@ -10,7 +10,8 @@ A trajectory's life, all inside one compiled program:
                                    start and frozen; converged -> frozen
     record                         (loss, sigma) at a recorded step
     chunk_task                     the shared task plus the data the model draws per `seed` value
-                                   (once, unbatched, when the chunk has one seed; else per trajectory)
+                                   (once, unbatched, when the chunk has one seed; once per seed when
+                                   the chunk is whole cycles of the seed axis; else per trajectory)
 
 The chunk program scans over record segments; inside a segment a `while_loop` advances the whole
 chunk in blocks of `check_every` steps (`_advance_chunk`: every trajectory with the peak, then
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import time
 from pathlib import Path
@@ -94,6 +96,7 @@ class TrajectoryState:
     params: Any
     opt_state: Any
     hit: jax.Array        # (k, n_levels): first step with sigma_i >= level * sigma*_i, -1 before
+    chosen: jax.Array     # (n,): first step the model counts feature i as selected, -1 before ((0,): none)
     loss0: jax.Array      # loss at initialization, the scale for the stop tests
     steps_run: jax.Array  # steps whose result is in `params`
     diverged: jax.Array
@@ -123,6 +126,19 @@ def _update_hits(program: Program, hit, params, hp, task, step):
     return jnp.where((hit < 0) & reached, jnp.asarray(step, STEP_DTYPE), hit)
 
 
+def _selected(program: Program, params, hp, task):
+    """The model's `selected` (features counted as chosen now, bool (n,)), or none ((0,))."""
+    selected = getattr(program.model, "selected", None)
+    return jnp.zeros((0,), bool) if selected is None else selected(params, hp, task)
+
+
+def _update_chosen(program: Program, chosen, params, hp, task, step):
+    """chosen[i] <- step where it is still -1 and feature i is selected now."""
+    if chosen.shape[0] == 0:
+        return chosen
+    return jnp.where((chosen < 0) & _selected(program, params, hp, task), jnp.asarray(step, STEP_DTYPE), chosen)
+
+
 def init_state(program: Program, key, hp, task) -> TrajectoryState:
     model = program.model
     params = model.init(key, hp, task)
@@ -130,8 +146,10 @@ def init_state(program: Program, key, hp, task) -> TrajectoryState:
     n_values = _sigma(program, params, hp, task).shape[0]
     hit = jnp.full((n_values, len(program.levels)), -1, STEP_DTYPE)
     hit = _update_hits(program, hit, params, hp, task, 0)
+    chosen = jnp.full(_selected(program, params, hp, task).shape, -1, STEP_DTYPE)
+    chosen = _update_chosen(program, chosen, params, hp, task, 0)
     false = jnp.zeros((), bool)
-    return TrajectoryState(params, opt_state, hit, model.loss(params, hp, task),
+    return TrajectoryState(params, opt_state, hit, chosen, model.loss(params, hp, task),
                            jnp.zeros((), STEP_DTYPE), false, false)
 
 
@@ -144,29 +162,29 @@ def _gd_step(program: Program, params, opt_state, hp, task):
 def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, stop):
     """GD steps start .. stop-1 with the running maximum of sigma_i / sigma*_i over the states
     after each step: one max per value and step, enough to tell whether any level was first
-    reached in the block (not kept when no levels are recorded)."""
+    reached in the block (not kept when no levels are recorded); selections are kept exactly."""
     peak = jnp.full(state.hit.shape[:1], -jnp.inf, state.loss0.dtype)
-    if not program.levels:
-        plain = lambda _, carry: _gd_step(program, *carry, hp, task)  # noqa: E731
-        return *jax.lax.fori_loop(start, stop, plain, (state.params, state.opt_state)), peak
-    inverse_target = 1.0 / task["sigma_star"].astype(peak.dtype)
+    inverse_target = 1.0 / task["sigma_star"].astype(peak.dtype) if program.levels else None
 
-    def step(_, carry):
-        params, opt_state, peak = carry
+    def step(t, carry):
+        params, opt_state, chosen, peak = carry
         params, opt_state = _gd_step(program, params, opt_state, hp, task)
-        return params, opt_state, jnp.maximum(peak, _sigma(program, params, hp, task) * inverse_target)
+        if program.levels:
+            peak = jnp.maximum(peak, _sigma(program, params, hp, task) * inverse_target)
+        return params, opt_state, _update_chosen(program, chosen, params, hp, task, t + 1), peak
 
-    return jax.lax.fori_loop(start, stop, step, (state.params, state.opt_state, peak))
+    return jax.lax.fori_loop(start, stop, step, (state.params, state.opt_state, state.chosen, peak))
 
 
 def _steps_with_hits(program: Program, state: TrajectoryState, hp, task, start, stop):
     """GD steps start .. stop-1, the first-hitting steps updated after every step (exact)."""
     def step(t, carry):
-        params, opt_state, hit = carry
+        params, opt_state, hit, chosen = carry
         params, opt_state = _gd_step(program, params, opt_state, hp, task)
-        return params, opt_state, _update_hits(program, hit, params, hp, task, t + 1)
+        return (params, opt_state, _update_hits(program, hit, params, hp, task, t + 1),
+                _update_chosen(program, chosen, params, hp, task, t + 1))
 
-    return jax.lax.fori_loop(start, stop, step, (state.params, state.opt_state, state.hit))
+    return jax.lax.fori_loop(start, stop, step, (state.params, state.opt_state, state.hit, state.chosen))
 
 
 PEAK_MARGIN_ULPS = 8     # sigma * (1 / sigma*) is within 3 ulps of sigma / sigma*: never miss a level
@@ -181,7 +199,7 @@ def _reached_new_level(program: Program, state: TrajectoryState, peak):
     return jnp.any((state.hit < 0) & (peak[:, None] >= levels))
 
 
-def settle(program: Program, state: TrajectoryState, params, opt_state, hit, hp, task, stop) -> TrajectoryState:
+def settle(program: Program, state: TrajectoryState, params, opt_state, hit, chosen, hp, task, stop) -> TrajectoryState:
     """The divergence / convergence check at the end of a block ending at `stop`: diverged ->
     restored to the block's start and frozen; converged (every level hit and the loss below
     rel_loss * initial loss or below `loss_below`) -> frozen; frozen stays as it was."""
@@ -192,7 +210,7 @@ def settle(program: Program, state: TrajectoryState, params, opt_state, hit, hp,
     converged_now = jnp.all(hit >= 0) & small
     frozen = state.diverged | state.converged
     keep = frozen | diverged_now
-    moved = state.replace(params=params, opt_state=opt_state, hit=hit, steps_run=jnp.asarray(stop, STEP_DTYPE))
+    moved = state.replace(params=params, opt_state=opt_state, hit=hit, chosen=chosen, steps_run=jnp.asarray(stop, STEP_DTYPE))
     new = jax.tree.map(lambda old, cur: jnp.where(keep, old, cur), state, moved)
     return new.replace(diverged=state.diverged | (~frozen & diverged_now),
                        converged=state.converged | (~frozen & ~diverged_now & converged_now))
@@ -227,42 +245,81 @@ def _specialized(fn, hps, specialized):
     return jax.lax.switch(index, branches, hps)
 
 
-def _rows(values: dict, axes: dict, take):
-    """The rows `take` of the batched entries of a dict (axis 0); unbatched entries as they are."""
-    return {k: v if axes[k] is None else v[take] for k, v in values.items()}
+PER_SEED = "per_seed"    # a task entry drawn once per seed of the chunk: row b of the chunk uses slot b % period
+
+
+def _rows(values: dict, axes: dict, take, period: int | None = None):
+    """The rows `take` of the batched entries of a dict (axis 0; per-seed entries at slot
+    take % period); unbatched entries as they are."""
+    return {k: v if axes[k] is None else v[take % period if axes[k] == PER_SEED else take] for k, v in values.items()}
+
+
+def _row_axes(axes: dict) -> dict:
+    """The vmap axes of `_rows`' result: per-seed entries become per-row."""
+    return {k: 0 if a == PER_SEED else a for k, a in axes.items()}
+
+
+def _marked(axes, marks: dict):
+    """A vmap in_axes tuple with the row / per-seed markers replaced (dict entries one by one)."""
+    swap = lambda a: marks.get(a, a)  # noqa: E731
+    return tuple({k: swap(a) for k, a in ax.items()} if isinstance(ax, dict) else swap(ax) for ax in axes)
+
+
+def rows_map(fn, in_axes: tuple, period: int | None = None):
+    """`jax.vmap(fn, in_axes)` over the rows of a chunk, where an argument (or a dict entry)
+    marked `PER_SEED` holds one entry per seed slot: the chunk is `period` seeds cycling fastest
+    (row b = g * period + u has slot u), so it runs as a vmap over slots of a vmap over the
+    g-groups, and per-seed data stays unbatched inside each slot (a matrix product with the
+    group's parameters, not one matrix-vector product per trajectory)."""
+    if period is None:
+        return jax.vmap(fn, in_axes)
+    inner = jax.vmap(fn, _marked(in_axes, {PER_SEED: None}))
+    outer = jax.vmap(inner, _marked(in_axes, {0: 1, PER_SEED: 0}), out_axes=1)
+
+    def fold(arg, axes):
+        split = lambda x: x.reshape(x.shape[0] // period, period, *x.shape[1:])  # noqa: E731
+        if isinstance(axes, dict):
+            return {k: split(v) if axes[k] == 0 else v for k, v in arg.items()}
+        return jax.tree.map(split, arg) if axes == 0 else arg
+
+    def call(*args):
+        out = outer(*(fold(arg, axes) for arg, axes in zip(args, in_axes)))
+        return jax.tree.map(lambda x: x.reshape(x.shape[0] * x.shape[1], *x.shape[2:]), out)
+
+    return call
 
 
 def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task, task_axes, start, stop,
-                   specialized=()) -> TrajectoryState:
+                   specialized=(), period=None) -> TrajectoryState:
     """Every trajectory of a chunk from `start` to `stop`, first-hitting steps exact.
 
     The block runs once with a running maximum of sigma (cheap); only the trajectories whose
     maximum reached a new level are run again from the block's start with a per-step hit test,
     gathered into sub-batches of 1/`REPLAY_FRACTION` of the chunk, and take that run's result.
     Each trajectory's result depends on itself alone, never on which others share its chunk."""
-    fast = jax.vmap(functools.partial(_steps_with_peak, program), (0, hp_axes, task_axes, None, None))
-    params, opt_state, peak = _specialized(lambda h: fast(state, h, task, start, stop), hps, specialized)
+    fast = rows_map(functools.partial(_steps_with_peak, program), (0, hp_axes, task_axes, None, None), period)
+    params, opt_state, chosen, peak = _specialized(lambda h: fast(state, h, task, start, stop), hps, specialized)
     pending = jax.vmap(functools.partial(_reached_new_level, program))(state, peak)
     batch = pending.shape[0]
     capacity = max(1, batch // REPLAY_FRACTION)
-    exact = jax.vmap(functools.partial(_steps_with_hits, program), (0, hp_axes, task_axes, None, None))
+    exact = jax.vmap(functools.partial(_steps_with_hits, program), (0, hp_axes, _row_axes(task_axes), None, None))
 
     def replay(carry):
-        pending, params, opt_state, hit = carry
+        pending, params, opt_state, hit, chosen = carry
         rows = jnp.nonzero(pending, size=capacity, fill_value=batch)[0]
         take = jnp.minimum(rows, batch - 1)
         sub_hps = _rows(hps, hp_axes, take)
-        sub_task = _rows(task, task_axes, take)
+        sub_task = _rows(task, task_axes, take, period)
         sub_state = jax.tree.map(lambda x: x[take], state)
         result = _specialized(lambda h: exact(sub_state, h, sub_task, start, stop), sub_hps, specialized)
         put = lambda whole, part: whole.at[rows].set(part, mode="drop")  # noqa: E731
-        params, opt_state, hit = jax.tree.map(put, (params, opt_state, hit), result)
-        return pending.at[rows].set(False, mode="drop"), params, opt_state, hit
+        params, opt_state, hit, chosen = jax.tree.map(put, (params, opt_state, hit, chosen), result)
+        return pending.at[rows].set(False, mode="drop"), params, opt_state, hit, chosen
 
-    carry = jax.lax.while_loop(lambda c: jnp.any(c[0]), replay, (pending, params, opt_state, state.hit))
-    _, params, opt_state, hit = carry
-    check = jax.vmap(functools.partial(settle, program), (0, 0, 0, 0, hp_axes, task_axes, None))
-    return check(state, params, opt_state, hit, hps, task, stop)
+    carry = jax.lax.while_loop(lambda c: jnp.any(c[0]), replay, (pending, params, opt_state, state.hit, chosen))
+    _, params, opt_state, hit, chosen = carry
+    check = rows_map(functools.partial(settle, program), (0, 0, 0, 0, 0, hp_axes, task_axes, None), period)
+    return check(state, params, opt_state, hit, chosen, hps, task, stop)
 
 
 DATA_STREAM = np.uint32(2**32 - 1)     # run ids are int32 >= 0, so the data keys never meet a run's key
@@ -274,26 +331,32 @@ def data_key(root_key, seed):
     return jax.random.fold_in(jax.random.fold_in(root_key, DATA_STREAM), seed)
 
 
-def chunk_task(program: Program, root_key, hps, hp_axes, task):
+def chunk_task(program: Program, root_key, hps, hp_axes, task, period: int | None = None):
     """The task of a chunk and its vmap axes: the shared arrays, plus what the model draws for
     each value of the `seed` axis (`model.draw(key, task)`, if it has one) inside the program:
-    drawn once and unbatched when the chunk has one seed (no seed axis: seed 0), else once per
-    trajectory (axis 0)."""
+    drawn once and unbatched when the chunk has one seed (no seed axis: seed 0); once per seed
+    (marked `PER_SEED`) when the chunk is whole cycles of `period` seeds (`rows_map`); else once
+    per trajectory (axis 0)."""
     axes = {name: None for name in task}
     draw = getattr(program.model, "draw", None)
     if draw is None:
         return task, axes
     seed = hps.get("seed", np.int32(0))
     one = lambda s: draw(data_key(root_key, s), task)  # noqa: E731
-    batched = hp_axes.get("seed") == 0
-    drawn = jax.vmap(one)(seed) if batched else one(seed)
-    return task | drawn, axes | {name: 0 if batched else None for name in drawn}
+    if hp_axes.get("seed") != 0:
+        drawn, axis = one(seed), None
+    elif period is not None:
+        drawn, axis = jax.vmap(one)(seed[:period]), PER_SEED
+    else:
+        drawn, axis = jax.vmap(one)(seed), 0
+    return task | drawn, axes | {name: axis for name in drawn}
 
 
-def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=()):
+def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=(), period=None):
     """Every trajectory of one chunk from init to the last recorded step. A hyperparameter given
     as a scalar is one value for the whole chunk (unbatched); those in `specialized` ((name,
-    values) pairs) are also compiled in as constants for the GD steps.
+    values) pairs) are also compiled in as constants for the GD steps. With `period`, the chunk's
+    rows cycle through `period` seeds (seed fastest), and the drawn data is kept once per seed.
 
     Returns (summary, records): summary arrays of shape (B, ...) (with the model's `summarize`
     scalars of the final parameters, if it has one) and records (loss (R, B), sigma (R, B, k)) at
@@ -301,9 +364,9 @@ def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=()):
     """
     keys = jax.vmap(lambda i: jax.random.fold_in(root_key, i))(run_ids)
     hp_axes = {name: None if jnp.ndim(value) == 0 else 0 for name, value in hps.items()}
-    task, task_axes = chunk_task(program, root_key, hps, hp_axes, task)
-    state = jax.vmap(functools.partial(init_state, program), (0, hp_axes, task_axes))(keys, hps, task)
-    batched_record = jax.vmap(functools.partial(record, program), (0, hp_axes, task_axes))
+    task, task_axes = chunk_task(program, root_key, hps, hp_axes, task, period)
+    state = rows_map(functools.partial(init_state, program), (0, hp_axes, task_axes), period)(keys, hps, task)
+    batched_record = rows_map(functools.partial(record, program), (0, hp_axes, task_axes), period)
     steps = np.asarray(program.record_steps)
     bounds = jnp.asarray(np.stack([steps[:-1], steps[1:]], axis=1), STEP_DTYPE)
 
@@ -315,7 +378,7 @@ def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=()):
         def block(carry):
             start, st = carry
             stop = jnp.minimum(start + program.check_every, bound[1])
-            return stop, _advance_chunk(program, st, hps, hp_axes, task, task_axes, start, stop, specialized)
+            return stop, _advance_chunk(program, st, hps, hp_axes, task, task_axes, start, stop, specialized, period)
 
         _, state = jax.lax.while_loop(running, block, (bound[0], state))
         return state, batched_record(state, hps, task)
@@ -330,10 +393,11 @@ def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=()):
         "converged": state.converged,
         "steps_run": state.steps_run,
         "hit": state.hit,
+        "chosen": state.chosen,
     }
     summarize = getattr(program.model, "summarize", None)
     if summarize is not None:
-        summary["scalars"] = jax.vmap(summarize, (0, hp_axes, task_axes))(state.params, hps, task)
+        summary["scalars"] = rows_map(summarize, (0, hp_axes, task_axes), period)(state.params, hps, task)
     return summary, (loss, sigma)
 
 
@@ -352,7 +416,9 @@ def draw_task(program: Program, task, seed: int, root_seed: int) -> dict[str, np
 @dataclasses.dataclass
 class CompiledChunk:
     """A chunk program compiled for one batch size; the hyperparameters named in `constant` are
-    one value per chunk and enter the program unbatched (a scalar).
+    one value per chunk and enter the program unbatched (a scalar). With `period`, every chunk
+    is whole cycles of the seed axis's `period` values (seed fastest, as the grid lays them out),
+    and the drawn data is kept once per seed.
 
     `launch` dispatches a chunk and returns at once (JAX dispatch is asynchronous), so the host can
     write the previous chunk while this one computes; `fetch` waits and returns NumPy arrays.
@@ -364,9 +430,9 @@ class CompiledChunk:
     compile_seconds: float
     root_key: Any
     constant: dict[str, tuple] = dataclasses.field(default_factory=dict)
+    period: int | None = None
 
     def launch(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[int, Any]:
-        ids = _pad(np.asarray(run_ids), self.batch).astype(np.int32)
         hps = cast_hps(hps, self.program.dtype)
         varying = [k for k in self.constant if np.any(hps[k] != hps[k][0])]
         if varying:
@@ -374,7 +440,10 @@ class CompiledChunk:
         unknown = {k: hps[k][0] for k, values in self.constant.items() if hps[k][0] not in values}
         if unknown:
             raise ValueError(f"{unknown} not among the values the program was compiled for")
-        batch_hps = {k: v[0] if k in self.constant else _pad(v, self.batch) for k, v in hps.items()}
+        if self.period and not _whole_seed_cycles(hps["seed"], self.period):
+            raise ValueError(f"a chunk of a program compiled for cycles of {self.period} seeds has other rows")
+        ids = _pad(np.asarray(run_ids), self.batch, self.period or 1).astype(np.int32)
+        batch_hps = {k: v[0] if k in self.constant else _pad(v, self.batch, self.period or 1) for k, v in hps.items()}
         return len(run_ids), self.executable(self.root_key, ids, batch_hps, task)
 
     @staticmethod
@@ -393,11 +462,27 @@ def cast_hps(hps: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
     return {k: np.asarray(v, np.int32 if k in INTEGER_HPS else dtype) for k, v in hps.items()}
 
 
-def _pad(values: np.ndarray, size: int) -> np.ndarray:
-    """Pad a column to the compiled batch size by repeating its last entry."""
+def _pad(values: np.ndarray, size: int, period: int = 1) -> np.ndarray:
+    """Pad a column to the compiled batch size by repeating its last `period` entries (a whole
+    seed cycle, so padded rows keep the layout)."""
     if len(values) == size:
         return values
-    return np.concatenate([values, np.repeat(values[-1:], size - len(values))])
+    return np.concatenate([values, np.resize(values[-period:], size - len(values))])
+
+
+def _whole_seed_cycles(seeds: np.ndarray, period: int) -> bool:
+    """Whether a chunk's seed column is whole repeats of one cycle of `period` seeds."""
+    return len(seeds) % period == 0 and bool(np.all(seeds.reshape(-1, period) == seeds[:period]))
+
+
+def seed_period(model, axes: dict[str, np.ndarray], chunk_size: int) -> int | None:
+    """The seed-cycle length for chunks of `chunk_size` of a grid laid out by `grid.build` (seed
+    the last, fastest axis): the seed axis's length when the model draws data per seed, there
+    are several seeds, and every chunk is whole cycles; else None (data per trajectory)."""
+    seeds = len(axes.get("seed", ()))
+    if getattr(model, "draw", None) is None or seeds < 2 or chunk_size % seeds or list(axes)[-1] != "seed":
+        return None
+    return seeds
 
 
 def _abstract_args(program: Program, batch: int, hp_names, task, constant=()):
@@ -441,18 +526,21 @@ def max_chunk() -> int:
     return 16_384 if jax.default_backend() == "cpu" else 1 << 20
 
 
-def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, constant: dict[str, tuple] | None = None) -> CompiledChunk:
+def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, constant: dict[str, tuple] | None = None,
+                  period: int | None = None) -> CompiledChunk:
     """Lower and compile the chunk program for `batch` trajectories (timed). `constant` maps the
-    axes with one value per chunk to the values they take (`specialized_axes`). With several local
+    axes with one value per chunk to the values they take (`specialized_axes`); `period` is the
+    seed cycle of `seed_period` (the batch is then a multiple of it). With several local
     devices the batch axis is sharded over all of them (a 1-D `NamedSharding` mesh; the batch is
     padded to a multiple of the device count) and the task and key are replicated; every
     trajectory is computed alone, so the results equal a single-device run."""
     use_compilation_cache()
     constant = dict(constant or {})
     devices = jax.local_devices()
-    batch = -(-batch // len(devices)) * len(devices)
+    multiple = math.lcm(len(devices), period or 1)
+    batch = -(-batch // multiple) * multiple
     start = time.perf_counter()
-    fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant))
+    fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant), period=period)
     if len(devices) > 1:
         mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
         rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
@@ -463,4 +551,4 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     else:
         jitted = jax.jit(fn)
     executable = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant)).compile()
-    return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant)
+    return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant, period)

@@ -65,12 +65,13 @@ def constant_axes(axes: dict[str, np.ndarray], follows_leading: bool) -> dict[st
 
 
 def chunk_size_for(n_runs: int, bytes_per_trajectory: int, budget: int = DEFAULT_MEMORY_BUDGET,
-                   cap: int = DEFAULT_MAX_CHUNK) -> int:
+                   cap: int = DEFAULT_MAX_CHUNK, cycle: int = 1) -> int:
     """Trajectories per chunk: at most `budget` bytes and `cap` trajectories, and the grid cut into
-    equal chunks (a multiple of 8) so the last one is not mostly padding."""
-    largest = max(1, min(cap, budget // max(1, bytes_per_trajectory)))
+    equal chunks so the last one is not mostly padding: a multiple of 8, or with `cycle` > 1 of
+    the seed cycle (every chunk whole cycles of the seed axis, at least one)."""
+    largest = max(cycle, _round_down(max(1, min(cap, budget // max(1, bytes_per_trajectory))), cycle))
     n_chunks = math.ceil(n_runs / largest)
-    size = _round_up(math.ceil(n_runs / n_chunks), 8)
+    size = _round_up(math.ceil(n_runs / n_chunks), cycle if cycle > 1 else 8)
     return size if size <= largest else largest
 
 
@@ -86,3 +87,7 @@ def chunks(n_runs: int, chunk_size: int, group: int | None = None) -> list[Chunk
 
 def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
+
+
+def _round_down(n: int, multiple: int) -> int:
+    return n // multiple * multiple

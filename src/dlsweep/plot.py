@@ -29,7 +29,8 @@ OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "
 MISSING = "#d9d9d9"
 SINGLE, DOUBLE = 3.4, 7.0                       # paper column widths, inches
 LABELS = {"sigma0": r"initialization scale $\sigma_0$", "depth": r"depth $N$", "lr": r"learning rate $\eta$",
-          "r": r"target ratio $r = \sigma^*_i / \sigma^*_j$", "seed": "seed"}
+          "r": r"target ratio $r = \sigma^*_i / \sigma^*_j$", "seed": "seed",
+          "sparsity": r"sparsity $s$ (nonzeros of $w^*$)"}
 LOG_AXES = {"sigma0", "lr", "r"}
 
 
@@ -54,8 +55,9 @@ def _cell_edges(values: np.ndarray, log: bool) -> np.ndarray:
 def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str | None = "sigma0",
                  cols: str | None = "depth", s: float | None = 0.05, f: float | None = 0.95, pair=(0, 1),
                  time: str = "lr", xscale: str = "log", width: float = DOUBLE,
-                 ylabel: str = r"$\sigma_i(t)$") -> plt.Figure:
-    """sigma_i(t) for each value, one panel per (rows, cols) cell (the paper's Figure 2).
+                 ylabel: str = r"$\sigma_i(t)$", title: str | None = None) -> plt.Figure:
+    """sigma_i(t) for each value, one panel per (rows, cols) cell (the paper's Figure 2), under
+    an optional `title`.
     Time is lr * step (`time="lr"`, so learning rates line up) or the step. Runs of one panel
     that differ only in `seed` are repetitions: drawn as their mean with a band of +- one standard
     deviation. With targets (`sigma_star`, else None): guides at sigma*_i, f sigma*_i and
@@ -95,8 +97,7 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
             if s is not None and pair is not None:
                 ax.axhline(s * sigma_star[pair[1]], color="0.3", ls="-.", lw=0.8)
             ax.set_xscale(xscale)
-            title = ", ".join(t for t in (_facet_title(cols, cv), _facet_title(rows, rv)) if t)
-            ax.set_title(title, fontsize=7)
+            ax.set_title(", ".join(t for t in (_facet_title(cols, cv), _facet_title(rows, rv)) if t), fontsize=7)
             ax.tick_params(labelsize=7)
             if c_i == 0:
                 ax.set_ylabel(ylabel, fontsize=8)
@@ -109,7 +110,8 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
     if repeated:
         handles.append(Patch(color="0.6", alpha=0.5))
         labels.append(f"mean $\\pm$ 1 std over {data['seed'].nunique()} seeds")
-    fig.legend(handles, labels, loc="outside upper center", ncol=min(6, len(labels)), fontsize=7, frameon=False)
+    fig.legend(handles, labels, loc="outside upper center", ncol=min(6, len(labels)), fontsize=7, frameon=False,
+               title=title, title_fontsize=9)
     return fig
 
 
@@ -147,10 +149,31 @@ def correlation_by_depth(runs: pd.DataFrame, baseline: str | None = None, width:
     return fig
 
 
+def agreement_by_sparsity(runs: pd.DataFrame, width: float = SINGLE * 1.4) -> plt.Figure:
+    """The agreement of the network's first s selected features with orthogonal matching
+    pursuit's (`omp_agreement`) against the sparsity s, mean and +- one standard deviation over
+    seeds as a band, one line per (depth, sigma0) (Gissin et al.'s Figure 3). Runs that selected
+    no feature have no agreement and are left out (their count is in the legend)."""
+    fig, ax = plt.subplots(figsize=(width, 2.6), layout="constrained")
+    for n, ((depth, sigma0), rows) in enumerate(runs.groupby(["depth", "sigma0"])):
+        stats = rows.groupby("sparsity")["omp_agreement"].agg(["mean", "std"]).fillna({"std": 0.0})
+        color = OKABE_ITO[n % len(OKABE_ITO)]
+        missing = int(rows["omp_agreement"].isna().sum())
+        label = rf"$N$ = {depth}, $\sigma_0$ = {sigma0:.3g}" + (f" ({missing} of {len(rows)} runs chose none)" if missing else "")
+        ax.plot(stats.index, stats["mean"], marker="o", ms=3, lw=1.2, color=color, label=label)
+        ax.fill_between(stats.index, stats["mean"] - stats["std"], np.minimum(stats["mean"] + stats["std"], 1.0),
+                        color=color, alpha=0.2, lw=0)
+    ax.set_xlabel(axis_label("sparsity"))
+    ax.set_ylabel("agreement with OMP\n" r"$|S_{\rm OMP} \cap S_{\rm net}| / \min$ size", fontsize=8)
+    ax.set_ylim(0.0, 1.05)
+    ax.legend(fontsize=7, frameon=False, loc="lower left")
+    return fig
+
+
 def _facet_title(name: str | None, value) -> str:
     if name is None:
         return ""
-    symbol = {"sigma0": r"$\sigma_0$", "depth": "$N$", "lr": r"$\eta$"}.get(name, name)
+    symbol = {"sigma0": r"$\sigma_0$", "depth": "$N$", "lr": r"$\eta$", "sparsity": "$s$"}.get(name, name)
     return f"{symbol} = {value:.3g}" if isinstance(value, (int, float, np.number)) else f"{symbol} = {value}"
 
 

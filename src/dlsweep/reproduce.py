@@ -23,8 +23,8 @@ class Reproduction:
     quick: tuple[str, ...]                      # --set overrides of the small version
     thresholds: dict | None                     # api.thresholds arguments, or None
     figures: tuple[dict, ...]                   # api.plot_run arguments, one figure each
-    variants: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (sub-folder, --set overrides) of a
-    # figure made of several sweeps (e.g. with and without a bias); none: one sweep in the folder
+    variants: tuple[tuple[str, str, tuple[str, ...]], ...] = ()   # (sub-folder, title, --set overrides)
+    # of a figure made of several sweeps (e.g. with and without a bias); none: one sweep in the folder
 
 
 REPRODUCTIONS = {r.name: r for r in (
@@ -65,15 +65,24 @@ REPRODUCTIONS = {r.name: r for r in (
         "depth-3 circular-convolutional network: 5 largest Fourier amplitudes against time, 5 seeds",
         ("axes.seed=[0, 1, 2]", "task.examples=100", "task.d=50"), None, (_VALUES,)),
     Reproduction(
+        "gissin-fig3", "Gissin et al. 2020, Figure 3",
+        "depth-5 signed toy model against orthogonal matching pursuit: agreement of the first s chosen "
+        "features, s = 1..25, 100 seeds",
+        ("task.d=200", "task.examples=40", "axes.sparsity={linspace = [1, 10], num = 10}",
+         "axes.seed={linspace = [0, 9], num = 10}", "steps=30000"), None,
+        ({"kind": "agreement"}, {"kind": "trajectories", "x": "sparsity", "y": "sigma0"})),
+    Reproduction(
         "gissin-fig4", "Gissin et al. 2020, Figure 4",
         "matrix sensing at depths 1-4: top-5 singular values against time, 1000 and 300 measurements",
         ("task.d=20", "steps=40000"), None, (_VALUES,),
-        variants=(("many-measurements", ()), ("few-measurements", ("task.measurements=300",)))),
+        variants=(("many-measurements", "1000 measurements", ()),
+                  ("few-measurements", "300 measurements", ("task.measurements=300",)))),
     Reproduction(
         "gissin-fig5", "Gissin et al. 2020, Figure 5",
         "quadratic network without / with a global bias, large / small data: top-5 eigenvalues, 3 seeds",
         ("steps=5000",), None, (_VALUES,),
-        variants=tuple((f"{bias}-{size}", (f"task.bias={flag}", f"task.examples={n}"))
+        variants=tuple((f"{bias}-{size}", f"{'with' if flag == 'true' else 'without'} a global bias, {n} examples",
+                        (f"task.bias={flag}", f"task.examples={n}"))
                        for bias, flag in (("no-bias", "false"), ("bias", "true"))
                        for size, n in (("large-data", 1000), ("small-data", 100)))),
     Reproduction(
@@ -114,17 +123,17 @@ def run(name: str, quick: bool = False, out_root: str | Path = "runs", progress_
     repro = REPRODUCTIONS[name]
     folder = Path(out_root) / (f"{name}-quick" if quick else name)
     table_path, figures = None, []
-    for variant, variant_overrides in repro.variants or (("", ()),):
+    for variant, title, variant_overrides in repro.variants or (("", None, ()),):
         run_folder = folder / variant if variant else folder
         overrides = [*(repro.quick if quick else ()), *variant_overrides, f"name={folder.name}{'-' + variant if variant else ''}"]
         api.run(spec_path(name), out=run_folder, overrides=overrides, progress_bar=progress_bar)
-        table_path, variant_figures = _analyse(repro, run_folder)
+        table_path, variant_figures = _analyse(repro, run_folder, title and f"{repro.paper}: {title}")
         figures += variant_figures
     return Reproduced(name, folder, table_path, figures)
 
 
-def _analyse(repro: Reproduction, folder: Path) -> tuple[Path | None, list[Path]]:
-    """The thresholds and figures of one run folder of a reproduction."""
+def _analyse(repro: Reproduction, folder: Path, title: str | None = None) -> tuple[Path | None, list[Path]]:
+    """The thresholds and figures of one run folder of a reproduction (trajectories under `title`)."""
     table_path = None
     s, f = 0.05, 0.95
     if repro.thresholds:
@@ -137,5 +146,6 @@ def _analyse(repro: Reproduction, folder: Path) -> tuple[Path | None, list[Path]
         s, f = args["s"], args["f"]
     figures = []
     for figure in repro.figures:
-        figures += api.plot_run(folder, **({"s": s, "f": f} | figure))[:1]
+        extra = {"title": title} if title and figure["kind"] == "trajectories" else {}
+        figures += api.plot_run(folder, **({"s": s, "f": f} | figure | extra))[:1]
     return table_path, figures

@@ -25,7 +25,7 @@ SCHEDULES = ("log", "linear")
 MAX_RECORD_POINTS = 1000
 MAX_STEPS = 2**31 - 2
 MAX_DEPTH = 1024           # depth is unrolled as masked multiplies up to the grid's largest depth
-INT_AXIS_RANGE = {"depth": (1, MAX_DEPTH), "seed": (0, 2**31 - 1)}
+INT_AXIS_RANGE = {"depth": (1, MAX_DEPTH), "sparsity": (1, 2**31 - 1), "seed": (0, 2**31 - 1)}
 TOP_LEVEL_KEYS = ("name", "model", "steps", "dtype", "seed", "task", "axes", "record", "stop", "compare")
 
 
@@ -199,14 +199,16 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: set[st
     task = family.validate_task(task, lambda key, msg: where.error(f"task.{key}", msg))
 
     axes_raw = _table(raw, "axes", where)
-    _reject_unknown(axes_raw, tuple(family.axes) + ("seed",), "axes", where)
+    optional = (*family.optional_axes, "seed")
+    _reject_unknown(axes_raw, (*family.axes, *optional), "axes", where)
     axes = {}
-    for axis in tuple(family.axes) + ("seed",):
+    for axis in (*family.axes, *optional):
         if axis not in axes_raw:
-            if axis == "seed":
+            if axis in optional:
                 continue
             raise where.error(f"axes.{axis}", f"missing; model {model_name!r} sweeps {', '.join(family.axes)}")
         axes[axis] = _axis_values(axes_raw[axis], axis, dtype, where)
+    family.check_axes(task, axes, where.error)
 
     record = _record(_table(raw, "record", where, required=False), steps, where, has_targets=family.targets(task) is not None)
     stop = _stop(_table(raw, "stop", where, required=False), where)

@@ -283,10 +283,23 @@ def hit_columns(n_values: int, levels) -> list[str]:
     return [f"hit_{i}_{level_name(level)}" for i in range(n_values) for level in levels]
 
 
+def selection_order(chosen: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per run, the features the model selected in the order it selected them (ties by index)
+    and the steps it did, from the (B, n) first-selection steps (-1: never selected)."""
+    order, at = [], []
+    for steps in chosen.astype(np.int64):
+        features = np.flatnonzero(steps >= 0)
+        features = features[np.argsort(steps[features], kind="stable")]
+        order.append(features)
+        at.append(steps[features])
+    return order, at
+
+
 def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], summary: dict,
                  records: tuple[np.ndarray, np.ndarray], record_steps: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tidy tables of one chunk: one row per trajectory, one per (trajectory, recorded step)
-    up to the step where the trajectory stopped, that step included."""
+    up to the step where the trajectory stopped, that step included. Models that select features
+    add the list columns `selected` (feature indices in the order chosen) and `selected_at`."""
     n, n_values = len(run_ids), summary["hit"].shape[1]
     runs = {"run_id": run_ids.astype(np.int64)}
     runs.update({name: values for name, values in hps.items()})
@@ -299,6 +312,8 @@ def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], 
         runs[column] = values
     for column, values in summary.get("scalars", {}).items():      # the model's summaries of its final state
         runs[column] = values.astype(np.float64)
+    if summary["chosen"].shape[1]:
+        runs["selected"], runs["selected_at"] = selection_order(summary["chosen"])
 
     loss, sigma = records
     steps = np.asarray(record_steps, np.int64)

@@ -106,27 +106,62 @@ def targets_if_all_observed(task: dict) -> tuple | None:
     return task["sigma_star"] if task["top"] == len(task["sigma_star"]) else None
 
 
+RANDOM_TARGET = "random"    # w_star drawn per seed with the `sparsity` axis's number of nonzeros
+DEFAULT_TOP = 5
+
+
 def validate_diagonal(task: dict, error: Error) -> dict:
     """[task] of the signed diagonal network: `w_star` (the first entries of the target /
-    labelling vector, the rest 0), `d`, `examples` (m; 0 = the population loss, squared only),
-    `loss` (squared, exponential or logistic), `top` (how many of the largest |sigma_i| are
-    observed). A squared loss has targets: sigma_star = the `top` largest |w*_i|."""
+    labelling vector, the rest 0; or "random": drawn per seed with `sparsity` nonzeros), `d`,
+    `examples` (m; 0 = the population loss, squared only), `normalize` (unit-norm example
+    columns), `loss` (squared, exponential or logistic), `top` (how many of the largest |sigma_i|
+    are observed), `select` (the threshold on |sigma_i| that selects a feature; 0: none). A
+    squared loss with a fixed w* has targets: sigma_star = the `top` largest |w*_i|."""
     from dlsweep.models.diagonal import LOSSES
 
-    _reject_unknown(task, ("w_star", "d", "examples", "loss", "top"), error)
-    w_star = _signed_numbers(task, "w_star", error)
+    _reject_unknown(task, ("w_star", "d", "examples", "normalize", "loss", "top", "select"), error)
     loss = _choice(task, "loss", LOSSES, error)
-    nonzero = sorted((abs(v) for v in w_star if v != 0), reverse=True)
-    d = _integer(task, "d", len(w_star), len(w_star), error, bound="len(w_star)")
+    random = task.get("w_star") == RANDOM_TARGET
+    if random:
+        if loss != "squared":
+            raise error("w_star", f'"{RANDOM_TARGET}" needs loss = "squared" (its labels would change with the sparsity)')
+        if "d" not in task:
+            raise error("d", "missing: a random w_star needs the dimension d")
+        w_star, nonzero = RANDOM_TARGET, []
+        d = _integer(task, "d", 1, 1, error)
+    else:
+        w_star = _signed_numbers(task, "w_star", error, also=f', or "{RANDOM_TARGET}"')
+        nonzero = sorted((abs(v) for v in w_star if v != 0), reverse=True)
+        d = _integer(task, "d", len(w_star), len(w_star), error, bound="len(w_star)")
     examples = _integer(task, "examples", 0, 0 if loss == "squared" else 1, error,
                         note=" (0: the population loss)" if loss == "squared" else " (a classification loss needs data)")
-    top = _integer(task, "top", len(nonzero), 1, error)
+    normalize = task.get("normalize", False)
+    if not isinstance(normalize, bool):
+        raise error("normalize", f"expected true or false, got {normalize!r}")
+    if normalize and examples < 2:
+        raise error("normalize", f"unit-norm columns need examples >= 2, got examples = {examples}")
+    top = _integer(task, "top", len(nonzero) or min(DEFAULT_TOP, d), 1, error)
     if top > d:
         raise error("top", f"expected at most d = {d} observed values, got {top}")
-    out = {"w_star": w_star, "d": d, "examples": examples, "loss": loss, "top": top}
-    if loss == "squared" and top <= len(nonzero):
+    select = task.get("select", 0.0)
+    if isinstance(select, bool) or not isinstance(select, (int, float)) or not math.isfinite(select) or select < 0:
+        raise error("select", f"expected a finite number >= 0 (0: no selection recorded), got {select!r}")
+    out = {"w_star": w_star, "d": d, "examples": examples, "normalize": normalize, "loss": loss, "top": top,
+           "select": float(select)}
+    if loss == "squared" and not random and top <= len(nonzero):
         out["sigma_star"] = tuple(nonzero[:top])
     return out
+
+
+def check_diagonal_axes(task: dict, axes: dict, error: Error) -> None:
+    """A random w_star goes with a `sparsity` axis of values in 1..d, and only it."""
+    random = task["w_star"] == RANDOM_TARGET
+    if random and "sparsity" not in axes:
+        raise error("task.w_star", f'"{RANDOM_TARGET}" needs an axis `sparsity` (the number of nonzeros of w*)')
+    if "sparsity" in axes and not random:
+        raise error("axes.sparsity", f'a sparsity axis needs task.w_star = "{RANDOM_TARGET}"')
+    if random and axes["sparsity"].max() > task["d"]:
+        raise error("axes.sparsity", f"expected values <= d = {task['d']}, got {int(axes['sparsity'].max())}")
 
 
 def validate_conv(task: dict, error: Error) -> dict:
@@ -145,12 +180,12 @@ def validate_conv(task: dict, error: Error) -> dict:
             "loss": _choice(task, "loss", LOSSES, error), "top": top}
 
 
-def _signed_numbers(task: dict, key: str, error: Error) -> tuple[float, ...]:
-    """A required non-empty list of finite numbers, not all 0."""
+def _signed_numbers(task: dict, key: str, error: Error, also: str = "") -> tuple[float, ...]:
+    """A required non-empty list of finite numbers, not all 0 (`also`: the other accepted forms)."""
     values = task.get(key)
     if not isinstance(values, list) or not values or not all(
             not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) for v in values):
-        raise error(key, f"expected a non-empty list of finite numbers, got {values!r}")
+        raise error(key, f"expected a non-empty list of finite numbers{also}, got {values!r}")
     if not any(values):
         raise error(key, f"expected at least one nonzero entry, got {values!r}")
     return tuple(float(v) for v in values)
@@ -184,8 +219,10 @@ def make_quadratic(sweep) -> dict:
 
 def make_diagonal(sweep) -> dict:
     """w* (d entries; unit norm for a classification loss, where only its direction labels) and
-    the targets sigma*, if any."""
+    the targets sigma*, if any; nothing for a random w* (drawn per seed in the program)."""
     task = sweep.task
+    if task["w_star"] == RANDOM_TARGET:
+        return {}
     w_star = np.zeros(task["d"])
     w_star[: len(task["w_star"])] = task["w_star"]
     if task["loss"] != "squared":

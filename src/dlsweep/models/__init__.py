@@ -5,11 +5,14 @@ the compile key) with three pure functions over one trajectory:
     loss(params, hp, task)     -> scalar
     observe(params, hp, task)  -> {"sigma": (k,)}   the values whose learning order is studied
 
-and two optional ones:
+and three optional ones:
 
     draw(key, task)            -> dict of arrays     random data of one value of the `seed` axis
                                                      (measurements, a dataset), merged into task
     summarize(params, hp, task) -> {name: scalar}    columns of the runs table, of the final state
+    selected(params, hp, task) -> bool (n,)          features counted as chosen now; the engine
+                                                     keeps the step each was first chosen, and the
+                                                     runs table the order (`selected`)
 
 `hp` holds the per-trajectory scalars of the grid (depth, sigma0, lr, seed, ...); `task` holds the
 data shared by the whole sweep and, where the observed values have targets, `sigma_star` (k,)
@@ -26,7 +29,7 @@ from typing import Any
 from dlsweep import compare, tasks
 from dlsweep.models import conv, diagonal, matrix_sensing, quadratic, toy
 
-INTEGER_HPS = ("depth", "seed")     # per-trajectory values passed as int32; every other axis in the sweep's float dtype
+INTEGER_HPS = ("depth", "sparsity", "seed")     # per-trajectory values passed as int32; every other axis in the sweep's float dtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,8 +46,11 @@ class Family:
     observed: str = r"$\sigma_i(t)$"            # what `sigma` is, as a figure's axis label
     targets: Callable[[dict], tuple | None] = lambda task: task.get("sigma_star")  # validated [task]
     # -> the targets of the observed values (hitting levels are fractions of them), or None
-    baseline: Callable[[dict], Callable | None] = lambda task: None   # validated [task] -> the
-    # comparator run on each seed's data when the spec says `compare = true` (`dlsweep.compare`)
+    baseline: Callable[[dict], compare.Baseline | None] = lambda task: None   # validated [task] ->
+    # the comparator run on each seed's data when the spec says `compare = true` (`dlsweep.compare`)
+    optional_axes: tuple[str, ...] = ()           # further axes it may sweep (before `seed`)
+    check_axes: Callable[[dict, dict, Callable[[str, str], Exception]], None] = lambda task, axes, error: None
+    # validated [task] and axes -> raises error(key, message) where they do not fit together
 
 
 FAMILIES: dict[str, Family] = {
@@ -95,18 +101,24 @@ FAMILIES: dict[str, Family] = {
         name="diagonal",
         summary="Gissin et al. 2020 App. D/G.1: sigma = w+^N - w-^N, squared / exponential / logistic loss, top |sigma_i|",
         axes=("depth", "sigma0", "lr"),
-        task_keys={"w_star": "first entries of the target / labelling vector w* (the rest 0)",
+        task_keys={"w_star": 'first entries of the target / labelling vector w* (the rest 0), or "random": per seed, '
+                             "`sparsity` nonzeros 1 + Exp(mean 10) at random positions (squared loss)",
                    "d": "dimension (default len(w_star))",
                    "examples": "number of Gaussian examples per seed (default 0: the population loss, squared only)",
+                   "normalize": "scale each feature's column of examples to unit norm (a dictionary; default false)",
                    "loss": "squared (default; targets: the largest |w*_i|), exponential or logistic (labels sign <w*, x>)",
-                   "top": "how many of the largest |sigma_i| are observed (default: the nonzeros of w_star)"},
+                   "top": "how many of the largest |sigma_i| are observed (default: the nonzeros of w_star, or 5)",
+                   "select": "a feature is selected once |sigma_i| > select; the runs table keeps the order (default 0: off)"},
         validate_task=tasks.validate_diagonal,
         build=lambda sweep: diagonal.Diagonal(
             d=sweep.task["d"], k=sweep.task["top"], max_depth=int(max(sweep.axes["depth"])),
-            loss_kind=sweep.task["loss"], examples=sweep.task["examples"]),
+            loss_kind=sweep.task["loss"], examples=sweep.task["examples"], unit_columns=sweep.task["normalize"],
+            random_target=sweep.task["w_star"] == tasks.RANDOM_TARGET, select=sweep.task["select"], dtype=sweep.dtype),
         make_task=tasks.make_diagonal,
         observed=r"largest $|\sigma_i|$",
-        baseline=lambda task: None if task["loss"] == "squared" else compare.svm_correlation,
+        baseline=compare.diagonal_baseline,
+        optional_axes=("sparsity",),
+        check_axes=tasks.check_diagonal_axes,
     ),
     "conv": Family(
         name="conv",
@@ -123,6 +135,6 @@ FAMILIES: dict[str, Family] = {
             loss_kind=sweep.task["loss"], examples=sweep.task["examples"]),
         make_task=tasks.make_conv,
         observed=r"Fourier amplitudes $|\hat\beta_f|$",
-        baseline=lambda task: compare.svm_correlation,
+        baseline=lambda task: compare.SVM,
     ),
 }

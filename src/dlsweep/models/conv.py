@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from dlsweep.models.diagonal import classification_loss, cosine, gaussian_examples
+from dlsweep.models.diagonal import classification_loss, cosine, gaussian_examples, sign_labels
 
 LOSSES = ("exponential", "logistic")
 
@@ -41,7 +41,8 @@ class Conv:
 
     def draw(self, key, task):
         """One seed's dataset: x_j with N(0, 1) entries (m x d), y_j = sign <w*, x_j>."""
-        return gaussian_examples(key, self.examples, task["w_star"], classify=True)
+        x = gaussian_examples(key, self.examples, self.d, task["w_star"].dtype)
+        return {"x": x, "y": sign_labels(x, task["w_star"])}
 
     def init(self, key, hp, task):
         dtype = hp["sigma0"].dtype

@@ -2,15 +2,22 @@
 
 The linear predictor sigma = w_+^N - w_-^N (elementwise powers of two weight vectors, "depth" N as
 an exponent like the toy model), w_+(0) = w_-(0) = sigma0^(1/N), so sigma(0) = 0. With the
-toy model's depth normalization 1/N^2 (THEORY.md 1.1), over m examples x_j (N(0, I) entries):
+toy model's depth normalization 1/N^2 (THEORY.md 1.1), over m examples x_j (N(0, I) entries, or
+columns scaled to unit norm: a dictionary of m-dimensional atoms, App. D):
 
-    squared      l = 1/(2N^2) (1/m) sum_j (y_j - <sigma, x_j>)^2,   y_j = <w*, x_j>
+    squared      l = 1/(2N^2) (1/m) sum_j <w* - sigma, x_j>^2             (y_j = <w*, x_j>)
                  (m = 0: the population loss 1/(2N^2) ||sigma - w*||^2, the signed toy model)
     exponential  l = 1/N^2 (1/m) sum_j exp(-y_j <sigma, x_j>),      y_j = sign <w*, x_j>
     logistic     l = 1/N^2 (1/m) sum_j log(1 + exp(-y_j <sigma, x_j>))
 
+w* is fixed by the task, or (squared loss) drawn per seed as App. D's sparse hidden vector: the
+trajectory's `sparsity` s features at random positions, values 1 + Exp(mean 10); the positions of
+sparsity s are the first s of one random order, so the supports of a seed are nested in s.
+
 Observed: the `k` largest |sigma_i|, descending; summarized: the correlation
-<sigma, w*> / (||sigma|| ||w*||) of the final predictor with w*.
+<sigma, w*> / (||sigma|| ||w*||) of the final predictor with w*. With `select` > 0 the model
+selects feature i once |sigma_i| > select (App. D's "chosen" features), and the engine keeps the
+order of selection (compared with orthogonal matching pursuit, `dlsweep.compare`).
 """
 
 from __future__ import annotations
@@ -22,24 +29,38 @@ from flax import struct
 from dlsweep.models.toy import integer_power
 
 LOSSES = ("squared", "exponential", "logistic")
+EXPONENTIAL_MEAN = 10.0     # |w*_i| = 1 + Exp(mean 10) on the support of a random sparse w* (App. D)
 
 
 @struct.dataclass
 class Diagonal:
-    """Static configuration: dimension d, observed values k, largest depth, loss, examples m."""
+    """Static configuration: dimension d, observed values k, largest depth, loss, examples m,
+    unit-norm example columns, a w* drawn per seed and sparsity, the selection threshold, the
+    dtype of drawn data."""
 
     d: int = struct.field(pytree_node=False)
     k: int = struct.field(pytree_node=False)
     max_depth: int = struct.field(pytree_node=False)
     loss_kind: str = struct.field(pytree_node=False)
     examples: int = struct.field(pytree_node=False)
+    unit_columns: bool = struct.field(pytree_node=False, default=False)
+    random_target: bool = struct.field(pytree_node=False, default=False)
+    select: float = struct.field(pytree_node=False, default=0.0)
+    dtype: str = struct.field(pytree_node=False, default="float32")
 
     def draw(self, key, task):
-        """One seed's dataset: x_j with N(0, 1) entries (m x d), labels y_j = <w*, x_j> (squared
-        loss) or sign <w*, x_j>."""
-        if self.examples == 0:
-            return {}
-        return gaussian_examples(key, self.examples, task["w_star"], classify=self.loss_kind != "squared")
+        """One seed's data: x (m x d, N(0, 1) entries or unit-norm columns) with labels
+        sign <w*, x_j> for a classification loss; for a random w*, the magnitudes of its entries
+        and the random order of the features (`target`)."""
+        drawn = {}
+        if self.examples:
+            x = gaussian_examples(key, self.examples, self.d, self.dtype, self.unit_columns)
+            drawn = {"x": x} if self.loss_kind == "squared" else {"x": x, "y": sign_labels(x, task["w_star"])}
+        if self.random_target:
+            magnitude_key, order_key = jax.random.split(jax.random.fold_in(key, 1))
+            drawn["magnitudes"] = 1.0 + EXPONENTIAL_MEAN * jax.random.exponential(magnitude_key, (self.d,), self.dtype)
+            drawn["order"] = jax.random.permutation(order_key, self.d).astype(jnp.int32)
+        return drawn
 
     def init(self, key, hp, task):
         del key
@@ -52,32 +73,51 @@ class Diagonal:
         return (integer_power(params["plus"], hp["depth"], self.max_depth)
                 - integer_power(params["minus"], hp["depth"], self.max_depth))
 
+    def target(self, hp, task):
+        """w*: the task's, or the seed's random one with the trajectory's sparsity."""
+        return target(task, hp["sparsity"]) if self.random_target else task["w_star"]
+
     def loss(self, params, hp, task):
         """The module docstring's losses, 1/N^2-normalized."""
         sigma = self.predictor(params, hp)
         n = jnp.asarray(hp["depth"], sigma.dtype)
-        if self.examples == 0:
-            residual = sigma - task["w_star"]
-            return jnp.sum(residual * residual) / (2.0 * n * n)
-        output = task["x"] @ sigma
         if self.loss_kind == "squared":
-            residual = task["y"] - output
+            residual = self.target(hp, task) - sigma
+            if not self.examples:
+                return jnp.sum(residual * residual) / (2.0 * n * n)
+            residual = task["x"] @ residual
             return jnp.mean(residual * residual) / (2.0 * n * n)
-        return classification_loss(self.loss_kind, task["y"] * output) / (n * n)
+        return classification_loss(self.loss_kind, task["y"] * (task["x"] @ sigma)) / (n * n)
 
     def observe(self, params, hp, task):
         """The k largest |sigma_i|."""
         return {"sigma": jax.lax.top_k(jnp.abs(self.predictor(params, hp)), self.k)[0]}
 
+    def selected(self, params, hp, task):
+        """|sigma_i| > select (none when select = 0)."""
+        if not self.select:
+            return jnp.zeros((0,), bool)
+        return jnp.abs(self.predictor(params, hp)) > self.select
+
     def summarize(self, params, hp, task):
-        return {"correlation": cosine(self.predictor(params, hp), task["w_star"])}
+        return {"correlation": cosine(self.predictor(params, hp), self.target(hp, task))}
 
 
-def gaussian_examples(key, examples: int, w_star, classify: bool) -> dict:
-    """x_j with N(0, 1) entries (examples x d) and y_j = <w*, x_j>, or sign <w*, x_j> to classify."""
-    x = jax.random.normal(key, (examples, w_star.shape[0]), w_star.dtype)
-    y = x @ w_star
-    return {"x": x, "y": jnp.sign(y) if classify else y}
+def target(task, sparsity):
+    """The random sparse w* of one seed at `sparsity` s: magnitudes_i where order_i < s, else 0
+    (NumPy or JAX arrays)."""
+    return jnp.where(task["order"] < sparsity, task["magnitudes"], 0.0)
+
+
+def gaussian_examples(key, examples: int, d: int, dtype, unit_columns: bool = False):
+    """x with N(0, 1) entries (examples x d), or each column scaled to unit norm."""
+    x = jax.random.normal(key, (examples, d), dtype)
+    return x / jnp.linalg.norm(x, axis=0) if unit_columns else x
+
+
+def sign_labels(x, w_star):
+    """y_j = sign <w*, x_j>."""
+    return jnp.sign(x @ w_star)
 
 
 def classification_loss(kind: str, margin):
