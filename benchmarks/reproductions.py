@@ -28,7 +28,7 @@ import numpy as np
 
 from benchmarks import report
 from benchmarks.common import machine_info
-from dlsweep import api, engine, reproduce, spec
+from dlsweep import api, engine, reproduce, spec, store
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 MODULE = "benchmarks.reproductions"
@@ -40,6 +40,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("name", choices=NAMES)
     p.add_argument("--set", dest="overrides", action="append", default=[], help="a spec override, as `dlsweep run --set`")
     p.add_argument("--probe-steps", type=int, default=2_000, help="steps timed per depth for the per-run loops [2000]")
+    p.add_argument("--out", help="keep the run folder here, emptied first (default: a temporary folder)")
     p.add_argument("--write", action="store_true", help=f"also write the results into {RESULTS.name} (own section)")
     return p.parse_args(argv)
 
@@ -92,11 +93,13 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     info = machine_info(MODULE)
     sweep = spec.load(reproduce.spec_path(args.name), args.overrides)
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(args.out) if args.out else Path(scratch) / args.name
         start = time.perf_counter()
-        run = api.run(sweep, out=Path(folder) / args.name, progress_bar=False)
+        run = api.run(sweep, out=folder, overwrite=True, progress_bar=False)
         wall = time.perf_counter() - start
-        runs = api.load(Path(folder) / args.name)
+        runs = api.load(folder)
+        chunks = [c["runs"] for c in store.read_manifest(folder)["chunks"].values()]
     program, _, task = api.compile_inputs(sweep)
     data = engine.draw_task(program, task, 0, sweep.seed)
     steps_by_depth = runs.groupby("depth").steps_run.sum()
@@ -110,6 +113,8 @@ def main(argv=None) -> int:
         jax_s += jax_step * traj_steps
         per_depth.append(f"| {depth} | {traj_steps:,} | {np_step * 1e6:.1f} | {jax_step * 1e6:.1f} |")
     total = int(runs.steps_run.sum())
+    steps_run = runs.set_index("run_id").steps_run
+    lockstep = sum((stop - start) * int(steps_run.loc[start:stop - 1].max()) for start, stop in chunks)
     lines = [
         f"# dlsweep benchmark: reproduction {args.name} (full size)", "",
         f"The bundled sweep `sweeps/{args.name}.toml`{' with ' + ', '.join(args.overrides) if args.overrides else ''} "
@@ -122,6 +127,9 @@ def main(argv=None) -> int:
         f"converged: {int(runs.converged.sum()):,}",
         f"- dlsweep wall time: **{wall:.1f} s** (compile {run.compile_seconds:.1f} s, chunk loop "
         f"{run.run_seconds:.1f} s, the rest setup and the baseline)",
+        f"- a chunk runs until its slowest run stops: {len(chunks)} chunks executed {lockstep:,} trajectory-steps "
+        f"for the {total:,} needed ({lockstep / total:.2g}x); {run.run_seconds / lockstep * 1e6:.2f} us per executed "
+        f"trajectory-step",
         f"- per-run NumPy float32 estimate: **{numpy_s:.1f} s**; per-run / dlsweep = **{numpy_s / wall:.3g}**",
         f"- per-run jitted JAX estimate: **{jax_s:.1f} s**; per-run / dlsweep = **{jax_s / wall:.3g}** "
         f"(> 1: dlsweep is faster)", "",
