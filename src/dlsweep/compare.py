@@ -78,16 +78,15 @@ def omp_agreement(task: dict[str, np.ndarray], runs: pd.DataFrame) -> dict[str, 
     the run's w* (its `sparsity`, for a random w*)."""
     from dlsweep.models import diagonal
 
-    values = []
+    x, values = task["x"], []
     for _, run in runs.iterrows():
         w_star = np.asarray(diagonal.target(task, run["sparsity"])) if "order" in task else task["w_star"]
         s = int(np.count_nonzero(w_star))
-        x = np.asarray(task["x"], np.float64)
         values.append(agreement(omp_order(x, x @ w_star, s), np.asarray(run["selected"])[:s]))
     return {"omp_agreement": np.asarray(values, np.float64)}
 
 
-OMP = Baseline(lambda task: task, omp_agreement)
+OMP = Baseline(lambda task: task | {"x": np.asarray(task["x"], np.float64)}, omp_agreement)   # x in float64, once per seed
 
 
 def diagonal_baseline(task: dict) -> Baseline | None:

@@ -46,6 +46,14 @@ def _integer(task: dict, key: str, default: int, minimum: int, error: Error, bou
     return value
 
 
+def _flag(task: dict, key: str, error: Error) -> bool:
+    """true or false (default false)."""
+    value = task.get(key, False)
+    if not isinstance(value, bool):
+        raise error(key, f"expected true or false, got {value!r}")
+    return value
+
+
 def _choice(task: dict, key: str, options: tuple, error: Error) -> str:
     """One of `options`; the first is the default."""
     value = task.get(key, options[0])
@@ -83,9 +91,7 @@ def validate_quadratic(task: dict, error: Error) -> dict:
 
     out = validate_target_values(task, error, ("sigma_star", "d", "examples", "loss", "bias", "top"))
     k = len(out["sigma_star"])
-    bias = task.get("bias", False)
-    if not isinstance(bias, bool):
-        raise error("bias", f"expected true or false, got {bias!r}")
+    bias = _flag(task, "bias", error)
     out = out | {"d": _integer(task, "d", k, k, error, bound="len(sigma_star)")}
     return out | {"top": _top(task, k, out["d"], error),
                   "examples": _integer(task, "examples", 0, 0, error, note=" (0: the population loss)"),
@@ -135,9 +141,7 @@ def validate_diagonal(task: dict, error: Error) -> dict:
         d = _integer(task, "d", len(w_star), len(w_star), error, bound="len(w_star)")
     examples = _integer(task, "examples", 0, 0 if loss == "squared" else 1, error,
                         note=" (0: the population loss)" if loss == "squared" else " (a classification loss needs data)")
-    normalize = task.get("normalize", False)
-    if not isinstance(normalize, bool):
-        raise error("normalize", f"expected true or false, got {normalize!r}")
+    normalize = _flag(task, "normalize", error)
     if normalize and examples < 2:
         raise error("normalize", f"unit-norm columns need examples >= 2, got examples = {examples}")
     top = _integer(task, "top", len(nonzero) or min(DEFAULT_TOP, d), 1, error)
