@@ -162,18 +162,45 @@ def _gd_step(program: Program, params, opt_state, hp, task):
 def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, stop):
     """GD steps start .. stop-1 with the running maximum of sigma_i / sigma*_i over the states
     after each step: one max per value and step, enough to tell whether any level was first
-    reached in the block (not kept when no levels are recorded); selections are kept exactly."""
+    reached in the block (not kept when no levels are recorded); selections are kept exactly.
+    For a model with `drift_from`, sigma is observed only every `ANCHOR_EVERY` steps and bounded
+    in between (`_anchored_peak`)."""
     peak = jnp.full(state.hit.shape[:1], -jnp.inf, state.loss0.dtype)
     inverse_target = 1.0 / task["sigma_star"].astype(peak.dtype) if program.levels else None
+    anchored = program.levels and getattr(program.model, "drift_from", None) is not None
 
-    def step(t, carry):
+    def step(t, carry, bound=None):
         params, opt_state, chosen, peak = carry
         params, opt_state = _gd_step(program, params, opt_state, hp, task)
         if program.levels:
-            peak = jnp.maximum(peak, _sigma(program, params, hp, task) * inverse_target)
+            sigma = bound(params) if anchored else _sigma(program, params, hp, task)
+            peak = jnp.maximum(peak, sigma * inverse_target)
         return params, opt_state, _update_chosen(program, chosen, params, hp, task, t + 1), peak
 
-    return jax.lax.fori_loop(start, stop, step, (state.params, state.opt_state, state.chosen, peak))
+    carry = (state.params, state.opt_state, state.chosen, peak)
+    if not anchored:
+        return jax.lax.fori_loop(start, stop, step, carry)
+    return _anchored_peak(program, step, carry, hp, task, start, stop)
+
+
+ANCHOR_EVERY = 4     # steps between exact observations when the model bounds the drift of sigma
+
+
+def _anchored_peak(program: Program, step, carry, hp, task, start, stop):
+    """The steps of `_steps_with_peak` in groups of `ANCHOR_EVERY`: sigma is observed exactly at
+    the state a group starts from (the anchor, A) and bounded after each of its steps by
+    sigma_i(A) + drift, the model's bound on how far any sigma_i can have moved from A
+    (`drift_from`; for singular values Weyl's |sigma_i(W) - sigma_i(W_A)| <= ||W - W_A||_F). The
+    bound is never below sigma_i, so the peak can err only towards a replay."""
+    def group(g, carry):
+        params = carry[0]
+        anchor_sigma = _sigma(program, params, hp, task)
+        drift = program.model.drift_from(params, hp, task)
+        bound = lambda p: anchor_sigma + drift(p)  # noqa: E731
+        first = start + g * ANCHOR_EVERY
+        return jax.lax.fori_loop(first, jnp.minimum(first + ANCHOR_EVERY, stop), functools.partial(step, bound=bound), carry)
+
+    return jax.lax.fori_loop(0, (stop - start + ANCHOR_EVERY - 1) // ANCHOR_EVERY, group, carry)
 
 
 def _steps_with_hits(program: Program, state: TrajectoryState, hp, task, start, stop):

@@ -28,6 +28,7 @@ import numpy as np
 from flax import struct
 
 INITS = ("identity", "gaussian")
+DRIFT_ROUNDING = 16     # x d eps ||W||_F: above the error of either observation (Jacobi's tol is sqrt(d) eps)
 
 
 @struct.dataclass
@@ -101,6 +102,21 @@ class MatrixSensing:
         w = self.product(params, hp["depth"])
         sigma = _singular_values(w) if _batch_last_kernels(self.d) else jnp.linalg.svd(w, compute_uv=False)
         return {"sigma": sigma[: self.k]}
+
+    def drift_from(self, anchor, hp, task):
+        """A bound on how far the observed singular values can be from those at `anchor` (params
+        -> scalar): by Weyl's inequality |sigma_i(W) - sigma_i(W_A)| <= ||W - W_A||_2 <=
+        ||W - W_A||_F, plus DRIFT_ROUNDING eps (||W||_F + ||W_A||_F) for the rounding of the two
+        observations (what lets the engine observe W only every few steps)."""
+        depth = hp["depth"]
+        w_anchor = self.product(anchor, depth)
+        slack = DRIFT_ROUNDING * self.d * jnp.finfo(w_anchor.dtype).eps
+
+        def drift(params):
+            w = self.product(params, depth)
+            return jnp.linalg.norm(w - w_anchor) + slack * (jnp.linalg.norm(w) + jnp.linalg.norm(w_anchor))
+
+        return drift
 
 
 def statistic(d: int, measurements: int) -> str:
