@@ -165,3 +165,21 @@ def long_reference(tmp_path_factory, long_spec):
     folder = tmp_path_factory.mktemp("long") / "data"
     api.run(long_spec, out=folder, chunk_size=LONG_CHUNK, progress_bar=False)
     return store.load(folder), store.load_trajectories(folder)
+
+
+@pytest.fixture(scope="session")
+def quick_reproduction(tmp_path_factory):
+    """name -> (Reproduced, seconds) of each bundled reproduction's --quick version, run once per
+    session."""
+    from dlsweep import reproduce
+
+    root = tmp_path_factory.mktemp("reproduce-quick")
+    done = {}
+
+    def get(name):
+        if name not in done:
+            started = time.perf_counter()
+            done[name] = (reproduce.run(name, quick=True, out_root=root, progress_bar=False), time.perf_counter() - started)
+        return done[name]
+
+    return get

@@ -14,6 +14,7 @@ import pandas as pd
 from dlsweep import compare, engine, grid, models, progress, store
 from dlsweep import spec as spec_module
 from dlsweep.analysis import incremental
+from dlsweep.models import linear_net
 from dlsweep.spec import Sweep
 from dlsweep.store import load, load_trajectories
 
@@ -283,8 +284,53 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: fl
     return table
 
 
-PLOT_KINDS = ("heatmap", "trajectories", "thresholds", "lr", "correlation", "agreement")
+PLOT_KINDS = ("heatmap", "trajectories", "thresholds", "lr", "correlation", "agreement", "observables", "pcs",
+              "pc_rates")
+NEEDS_TARGETS = ("heatmap", "thresholds", "lr")          # figures of hitting times (the others draw any run)
+OBSERVABLES = ("nuclear_norm", "reconstruction_error")     # the default panels of an observables figure
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+RATE_WINDOW = 0.1      # pc_rates fits ln distance while it is above this fraction of its largest value
+
+
+def pc_rates(folder: str | Path) -> pd.DataFrame:
+    """Measured convergence rates along the data's principal directions, beside Hacohen &
+    Weinshall's prediction (eq. 10): for every run, the slope of ln pc_distance_j against the step
+    (`theory.fit_pc_rates`, points down to RATE_FLOOR of the largest), with lambda_j the
+    eigenvalues of its seed's Sigma_x (as the program drew it; 1 or 0 once whitened). One row per
+    (depth, lr, j) with the mean `rate` and `rate_std` over seeds, `eigenvalue` and `predicted` =
+    -ln|1 - lr N lambda_j|, for the runs that did not diverge at the first value of every other
+    axis; directions outside the support of Sigma_x (no gradient reaches them) are left out. The
+    fit covers the decay to RATE_WINDOW of the largest distance: the prediction assumes the
+    layers' gradient scale matrices at the identity, as at the init, and deeper networks leave it."""
+    from dlsweep.analysis import theory
+
+    folder = Path(folder)
+    sweep = spec_module.load(_spec_file(folder))
+    runs, traj = load(folder), load_trajectories(folder)
+    columns = sorted((c for c in traj.columns if c.startswith("pc_distance_")), key=lambda c: int(c.rsplit("_", 1)[1]))
+    if not columns or "depth" not in runs:
+        raise incremental.ThresholdError(f"{folder}: per-PC rates need a depth axis and pc_distance columns (linear_net)")
+    program, _, task = compile_inputs(sweep)
+    eigenvalues = {}
+    rows = []
+    for _, run in _first_slice(runs[~runs.diverged], [a for a in sweep.axes if a not in ("depth", "lr", "seed")]).iterrows():
+        seed = int(run.get("seed", 0))
+        if seed not in eigenvalues:
+            eigenvalues[seed] = np.linalg.eigvalsh(engine.draw_task(program, task, seed, sweep.seed)["sigma_x"])[::-1]
+        path = traj[traj.run_id == run.run_id]
+        rates = theory.fit_pc_rates(path["step"].to_numpy(), path[columns].to_numpy(), floor=RATE_WINDOW)
+        predicted, _ = theory.predicted_pc_rates(eigenvalues[seed], run.lr, run.depth)
+        rows.append(pd.DataFrame({"depth": run.depth, "lr": run.lr, "seed": seed, "j": np.arange(len(columns)),
+                                  "eigenvalue": eigenvalues[seed], "rate": rates, "predicted": predicted}))
+    if not rows:
+        raise incremental.ThresholdError(f"{folder}: every run diverged; no rates to measure")
+    table = pd.concat(rows, ignore_index=True)
+    table = table[table.eigenvalue > linear_net.SUPPORT_RTOL * table.groupby("seed").eigenvalue.transform("max")]
+    return (table.groupby(["depth", "lr", "j"], as_index=False)
+            .agg(eigenvalue=("eigenvalue", "mean"), rate=("rate", "mean"), rate_std=("rate", "std"),
+                 predicted=("predicted", "mean")))
 
 
 def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y: str | None = None,
@@ -300,7 +346,12 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     depth (repetitions over seeds as mean and spread). thresholds: sigma0_th against r per depth.
     lr: sigma0_th against lr at N = 2. correlation: the final predictor's correlation with the
     labelling vector against depth (models that summarize one), with the SVM baseline if run.
-    agreement: the agreement of the selected features with OMP's against the sparsity."""
+    agreement: the agreement of the selected features with OMP's against the sparsity.
+    observables: recorded quantities (y: comma-separated columns of the trajectories table, default
+    nuclear_norm,reconstruction_error) against the step, one line per value of x (default depth),
+    the other axes at their first value. pcs: the distance to the optimum along each principal
+    direction of the data at a few steps, mean and std over seeds (linear_net). pc_rates: the
+    measured convergence rate along each direction against its eigenvalue, with the prediction."""
     from dlsweep import plot
 
     folder = Path(folder)
@@ -310,10 +361,14 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         raise plot.PlotError(f"-o {out}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
     sweep = spec_module.load(_spec_file(folder))
     sigma_star = models.FAMILIES[sweep.model].targets(sweep.task)
-    if sigma_star is None and kind not in ("trajectories", "correlation", "agreement"):
+    if sigma_star is None and kind in NEEDS_TARGETS:
         raise plot.PlotError(f"{folder}: a {kind} figure needs targets sigma_star, which this task has not")
-    if sigma_star is not None:
-        pair = pair or incremental.pairs_for(sigma_star, "adjacent")[0]
+    if sigma_star is not None and pair is None:
+        adjacent = incremental.pairs_for(sigma_star, "adjacent")
+        if not adjacent and kind in NEEDS_TARGETS:
+            raise plot.PlotError(f"{folder}: a {kind} figure needs two distinct targets, got sigma_star = {list(sigma_star)}")
+        pair = adjacent[0] if adjacent else None
+    elif sigma_star is not None:
         incremental.pairs_for(sigma_star, [pair])
     runs = load(folder)
     name = kind
@@ -340,6 +395,35 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
             raise plot.PlotError(f"{folder}: the agreement figure needs a sparsity axis and the OMP baseline "
                                  f"(model diagonal with select > 0 and compare = true)")
         figure = plot.agreement_by_sparsity(runs)
+    elif kind == "observables":
+        traj = load_trajectories(folder)
+        columns = y.split(",") if y else [c for c in OBSERVABLES if c in traj]
+        missing = [c for c in columns if c not in traj] or ([] if columns else list(OBSERVABLES))
+        if missing:
+            raise plot.PlotError(f"{folder}: no recorded {', '.join(missing)}; the trajectories table has "
+                                 f"{', '.join(c for c in traj.columns if c not in ('run_id', 'step'))}")
+        hue = x or "depth"
+        if hue not in sweep.axes:
+            raise plot.PlotError(f"-x {hue!r}: expected an axis of the sweep: {', '.join(sweep.axes)}")
+        others = [a for a in sweep.axes if a not in (hue, "seed")]
+        chosen = _first_slice(runs, others)
+        shown = ", ".join(plot.facet_title(a, chosen[a].iloc[0]) for a in others)
+        figure = plot.observables(traj[traj.run_id.isin(chosen.run_id)], chosen, columns, hue=hue,
+                                  title=f"{title}\n{shown}" if title else shown)
+    elif kind == "pcs":
+        traj = load_trajectories(folder)
+        if not any(c.startswith("pc_distance_") for c in traj.columns):
+            raise plot.PlotError(f"{folder}: the pcs figure needs pc_distance columns (model linear_net)")
+        hue = x or "depth"
+        others = [a for a in sweep.axes if a not in (hue, "seed")]
+        chosen = _first_slice(runs[~runs.diverged], others)
+        if chosen.empty:
+            raise plot.PlotError(f"{folder}: every run diverged; nothing to draw")
+        shown = ", ".join(plot.facet_title(a, chosen[a].iloc[0]) for a in others)
+        figure = plot.pc_profile(traj[traj.run_id.isin(chosen.run_id)], chosen, hue=hue,
+                                 title=f"{title}\n{shown}" if title else shown)
+    elif kind == "pc_rates":
+        figure = plot.pc_rates(pc_rates(folder).dropna(subset=["rate"]), title=title)
     elif kind == "heatmap" and (x, y) == ("r", "depth"):
         table = _thresholds_for(folder, s, f, "all").assign(
             log10_threshold_over_target=lambda t: np.log10(t.sigma0_th / t.sigma_star_j))

@@ -244,9 +244,9 @@ def settle(program: Program, state: TrajectoryState, params, opt_state, hit, cho
 
 
 def record(program: Program, state: TrajectoryState, hp, task):
-    """(loss, sigma) of the current parameters."""
+    """(loss, everything the model observes) of the current parameters."""
     params = state.params
-    return program.model.loss(params, hp, task), _sigma(program, params, hp, task)
+    return program.model.loss(params, hp, task), program.model.observe(params, hp, task)
 
 
 REPLAY_FRACTION = 16     # a chunk replays at most 1/16 of its trajectories at once
@@ -386,8 +386,8 @@ def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=(), pe
     rows cycle through `period` seeds (seed fastest), and the drawn data is kept once per seed.
 
     Returns (summary, records): summary arrays of shape (B, ...) (with the model's `summarize`
-    scalars of the final parameters, if it has one) and records (loss (R, B), sigma (R, B, k)) at
-    `program.record_steps`.
+    scalars of the final parameters, if it has one) and records (loss (R, B), the model's
+    observations {"sigma": (R, B, k), name: (R, B) or (R, B, n)}) at `program.record_steps`.
     """
     keys = jax.vmap(lambda i: jax.random.fold_in(root_key, i))(run_ids)
     hp_axes = {name: None if jnp.ndim(value) == 0 else 0 for name, value in hps.items()}
@@ -412,8 +412,7 @@ def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=(), pe
 
     first = batched_record(state, hps, task)
     state, rest = jax.lax.scan(segment, state, bounds)
-    loss = jnp.concatenate([first[0][None], rest[0]])
-    sigma = jnp.concatenate([first[1][None], rest[1]])
+    loss, observed = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
     summary = {
         "final_loss": loss[-1],
         "diverged": state.diverged,
@@ -425,7 +424,7 @@ def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=(), pe
     summarize = getattr(program.model, "summarize", None)
     if summarize is not None:
         summary["scalars"] = rows_map(summarize, (0, hp_axes, task_axes), period)(state.params, hps, task)
-    return summary, (loss, sigma)
+    return summary, (loss, observed)
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -477,7 +476,7 @@ class CompiledChunk:
     def fetch(launched: tuple[int, Any]) -> tuple[dict, tuple]:
         n, (summary, records) = launched
         summary = jax.tree.map(lambda v: np.asarray(v)[:n], summary)
-        records = tuple(np.asarray(r)[:, :n] for r in records)
+        records = jax.tree.map(lambda r: np.asarray(r)[:, :n], records)
         return summary, records
 
     def __call__(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[dict, tuple]:

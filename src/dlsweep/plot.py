@@ -30,8 +30,9 @@ MISSING = "#d9d9d9"
 SINGLE, DOUBLE = 3.4, 7.0                       # paper column widths, inches
 LABELS = {"sigma0": r"initialization scale $\sigma_0$", "depth": r"depth $N$", "lr": r"learning rate $\eta$",
           "r": r"target ratio $r = \sigma^*_i / \sigma^*_j$", "seed": "seed",
-          "sparsity": r"sparsity $s$ (nonzeros of $w^*$)"}
-LOG_AXES = {"sigma0", "lr", "r"}
+          "sparsity": r"sparsity $s$ (nonzeros of $w^*$)",
+          "ratio": r"init shape $\rho$ (first-layer / other-layer scale)"}
+LOG_AXES = {"sigma0", "lr", "r", "ratio"}
 
 
 def axis_label(name: str) -> str:
@@ -97,7 +98,7 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
             if s is not None and pair is not None:
                 ax.axhline(s * sigma_star[pair[1]], color="0.3", ls="-.", lw=0.8)
             ax.set_xscale(xscale)
-            ax.set_title(", ".join(t for t in (_facet_title(cols, cv), _facet_title(rows, rv)) if t), fontsize=7)
+            ax.set_title(", ".join(t for t in (facet_title(cols, cv), facet_title(rows, rv)) if t), fontsize=7)
             ax.tick_params(labelsize=7)
             if c_i == 0:
                 ax.set_ylabel(ylabel, fontsize=8)
@@ -170,10 +171,102 @@ def agreement_by_sparsity(runs: pd.DataFrame, width: float = SINGLE * 1.4) -> pl
     return fig
 
 
-def _facet_title(name: str | None, value) -> str:
+OBSERVABLE_LABELS = {
+    "nuclear_norm": r"trace norm $\|W\|_*$",
+    "norm_squared": r"$\|W\|_F^2$",
+    "reconstruction_error": r"reconstruction error $\|W - W_{\rm ref}\|_2$",
+    "loss": "training loss",
+}
+
+
+def observables(traj: pd.DataFrame, runs: pd.DataFrame, columns: list[str], hue: str = "depth",
+                time: str = "step", width: float = DOUBLE, title: str | None = None) -> plt.Figure:
+    """One panel per recorded quantity (e.g. `nuclear_norm`, `reconstruction_error`: Gidel et
+    al.'s Figure 2) against the GD step or the time lr * step (log axes), one line per value of
+    `hue` (its other axes' runs with the first value of each), mean +- one standard deviation over
+    seeds as a band."""
+    data = traj.merge(runs, on="run_id")
+    fig, axes = plt.subplots(1, len(columns), figsize=(width, 2.6), squeeze=False, layout="constrained")
+    for ax, column in zip(axes[0], columns):
+        for n, (value, rows) in enumerate(sorted(data.groupby(hue), key=lambda item: item[0])):
+            colour = OKABE_ITO[n % len(OKABE_ITO)]
+            step, mean, spread = _over_repetitions(rows, column)
+            t = step * (rows["lr"].iloc[0] if time == "lr" else 1.0)
+            ax.plot(t, mean, color=colour, lw=1.3, label=facet_title(hue, value))
+            if spread is not None:
+                ax.fill_between(t, mean - spread, mean + spread, color=colour, alpha=0.25, lw=0)
+        ax.set_xscale("log")
+        ax.set_ylabel(OBSERVABLE_LABELS.get(column, column.replace("_", " ")), fontsize=8)
+        ax.set_xlabel(r"time $t = \eta \cdot$ step" if time == "lr" else "GD step", fontsize=8)
+        ax.tick_params(labelsize=7)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    if "seed" in data and data["seed"].nunique() > 1:
+        handles.append(Patch(color="0.6", alpha=0.5))
+        labels.append(f"mean $\\pm$ 1 std over {data['seed'].nunique()} seeds")
+    fig.legend(handles, labels, loc="outside upper center", ncol=min(6, len(labels)), fontsize=7, frameon=False,
+               title=title, title_fontsize=9)
+    return fig
+
+
+def pc_profile(traj: pd.DataFrame, runs: pd.DataFrame, hue: str = "depth", shown: int = 5,
+               width: float = DOUBLE, title: str | None = None) -> plt.Figure:
+    """Hacohen & Weinshall's Figure 4: the distance of W's coordinates along each principal
+    direction j to the optimum's (`pc_distance_j`) against j, at `shown` recorded steps
+    (log-spaced, a sequential colour each): top row the mean over seeds, bottom row its standard
+    deviation; one column per value of `hue`."""
+    data = traj.merge(runs, on="run_id")
+    columns = sorted((c for c in traj.columns if c.startswith("pc_distance_")), key=lambda c: int(c.rsplit("_", 1)[1]))
+    index = np.arange(1, len(columns) + 1)
+    values = sorted(data[hue].unique())
+    recorded = np.sort(data["step"].unique())
+    picks = np.unique(np.searchsorted(recorded, np.geomspace(1, recorded[-1], shown - 1)).clip(0, len(recorded) - 1))
+    steps = np.concatenate([[recorded[0]], recorded[picks]])
+    colours = plt.get_cmap("cividis")(np.linspace(0.0, 0.9, len(steps)))
+    fig, axes = plt.subplots(2, len(values), figsize=(width, 4.4), sharex=True, squeeze=False, layout="constrained")
+    for c_i, value in enumerate(values):
+        rows = data[data[hue] == value]
+        for step, colour in zip(steps, colours):
+            at = rows[rows["step"] == step][columns]
+            axes[0, c_i].plot(index, at.mean().to_numpy(), color=colour, lw=1.2, label=f"step {step:,}")
+            axes[1, c_i].plot(index, at.std().to_numpy() if len(at) > 1 else np.zeros(len(index)), color=colour, lw=1.2)
+        axes[0, c_i].set_title(facet_title(hue, value), fontsize=8)
+        for ax in axes[:, c_i]:
+            ax.set_yscale("log")
+            ax.tick_params(labelsize=7)
+    axes[0, 0].set_ylabel("distance to optimum\n" r"$\|w_j - w_j^{\rm opt}\|$, mean", fontsize=8)
+    axes[1, 0].set_ylabel("std over seeds", fontsize=8)
+    fig.supxlabel(r"principal direction $j$ (by decreasing eigenvalue of $\Sigma_x$)", fontsize=9)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper center", ncol=len(labels), fontsize=7, frameon=False,
+               title=title, title_fontsize=9)
+    return fig
+
+
+def pc_rates(rates: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> plt.Figure:
+    """Measured per-PC convergence rates (`rate`, per step; mean over seeds, bars +- one std)
+    against the principal direction j (by decreasing eigenvalue of Sigma_x), one colour per depth,
+    with Hacohen & Weinshall's prediction -ln|1 - lr N lambda_j| (eq. 10, `predicted`) as a
+    dashed line: falling with j on natural data, flat once whitened."""
+    fig, ax = plt.subplots(figsize=(width, 2.8), layout="constrained")
+    for n, (depth, rows) in enumerate(sorted(rates.groupby("depth"), key=lambda item: item[0])):
+        colour = OKABE_ITO[n % len(OKABE_ITO)]
+        rows = rows.sort_values("j")
+        ax.plot(rows["j"] + 1, rows["predicted"], color=colour, lw=1.0, ls="--")
+        ax.errorbar(rows["j"] + 1, rows["rate"], yerr=rows["rate_std"].fillna(0.0), fmt="o", color=colour, ms=2.5,
+                    elinewidth=0.6, label=facet_title("depth", depth))
+    ax.plot([], [], color="0.3", ls="--", lw=1.0, label=r"predicted $-\ln|1 - \eta N \lambda_j|$")
+    ax.set_yscale("log")
+    ax.set_xlabel(r"principal direction $j$ (by decreasing eigenvalue $\lambda_j$ of $\Sigma_x$)", fontsize=8)
+    ax.set_ylabel("convergence rate along $j$\n(per GD step)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, frameon=False, title=title, title_fontsize=8, loc="best")
+    return fig
+
+
+def facet_title(name: str | None, value) -> str:
     if name is None:
         return ""
-    symbol = {"sigma0": r"$\sigma_0$", "depth": "$N$", "lr": r"$\eta$", "sparsity": "$s$"}.get(name, name)
+    symbol = {"sigma0": r"$\sigma_0$", "depth": "$N$", "lr": r"$\eta$", "sparsity": "$s$", "ratio": r"$\rho$"}.get(name, name)
     return f"{symbol} = {value:.3g}" if isinstance(value, (int, float, np.number)) else f"{symbol} = {value}"
 
 

@@ -13,6 +13,7 @@ SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 
 
 _VALUES = {"kind": "trajectories", "x": "depth", "y": "sigma0"}    # the observed values over time
+TITLED = ("trajectories", "observables", "pcs", "pc_rates")         # figure kinds that take a variant's title
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +98,24 @@ REPRODUCTIONS = {r.name: r for r in (
         "5 largest Fourier amplitudes over time",
         ("axes.seed=[0, 1, 2]", "steps=20000", "task.d=50", "task.examples=100"), None,
         ({"kind": "correlation"}, _VALUES)),
+    Reproduction(
+        "gidel-fig1", "Gidel et al. 2019, Figure 1",
+        "linear model vs two-layer network on Sigma_xy = diag(0.1, 0.01, 0.001): ||W||_F^2 rises in one "
+        "step per component at delta / sigma_i for depth 2, at once for depth 1",
+        ("steps=40000", "task.w_true=[0.1, 0.01]", "axes.sigma0=[2.061153622438558e-09, 4.5399929762484854e-05]"),
+        None, ({"kind": "observables", "y": "norm_squared,nuclear_norm"}, _VALUES)),
+    Reproduction(
+        "gidel-fig2", "Gidel et al. 2019, Figure 2",
+        "linear autoencoder, depth 1 vs 2: trace norm and reconstruction error against the step, 3 seeds",
+        ("steps=10000", "task.examples=300", "task.d=10"), None, ({"kind": "observables"}, _VALUES)),
+    Reproduction(
+        "hacohen-fig4", "Hacohen & Weinshall, Figures 2, 4a and 4c",
+        "deep linear networks (depths 1, 2, 5) on the 8x8 digits, 10 seeds: distance to the optimum along "
+        "each principal direction (mean and std over seeds) and its convergence rate against the eigenvalue, "
+        "with the predicted rate; natural and ZCA-whitened data",
+        ("steps=600", "task.width=32", "axes.seed=[0, 1, 2]", "record.points=40"), None,
+        ({"kind": "pcs"}, {"kind": "pc_rates"}),
+        variants=(("natural", "natural digits", ()), ("whitened", "ZCA-whitened digits", ("task.whiten=true",)))),
 )}
 
 
@@ -146,6 +165,6 @@ def _analyse(repro: Reproduction, folder: Path, title: str | None = None) -> tup
         s, f = args["s"], args["f"]
     figures = []
     for figure in repro.figures:
-        extra = {"title": title} if title and figure["kind"] == "trajectories" else {}
+        extra = {"title": title} if title and figure["kind"] in TITLED else {}
         figures += api.plot_run(folder, **({"s": s, "f": f} | figure | extra))[:1]
     return table_path, figures

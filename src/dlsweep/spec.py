@@ -76,14 +76,19 @@ class Sweep:
     source: str = dataclasses.field(default="<memory>", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """The resolved spec as plain TOML-able values (what `sweep.toml` holds)."""
+        """The resolved spec as plain TOML-able values (what `sweep.toml` holds): the task's keys
+        that a spec may give (what validation derives from them, e.g. targets, is derived again
+        when the file is loaded)."""
+        from dlsweep.models import FAMILIES
+
+        given = FAMILIES[self.model].task_keys
         return {
             "name": self.name,
             "model": self.model,
             "steps": self.steps,
             "dtype": self.dtype,
             "seed": self.seed,
-            "task": {k: _plain(v) for k, v in self.task.items()},
+            "task": {k: _plain(v) for k, v in self.task.items() if k in given},
             "axes": {k: _plain(v) for k, v in self.axes.items()},
             "record": _plain(dataclasses.asdict(self.record)),
             "stop": dataclasses.asdict(self.stop),

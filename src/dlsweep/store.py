@@ -296,10 +296,12 @@ def selection_order(chosen: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarr
 
 
 def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], summary: dict,
-                 records: tuple[np.ndarray, np.ndarray], record_steps: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 records: tuple[np.ndarray, dict], record_steps: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tidy tables of one chunk: one row per trajectory, one per (trajectory, recorded step)
-    up to the step where the trajectory stopped, that step included. Models that select features
-    add the list columns `selected` (feature indices in the order chosen) and `selected_at`."""
+    up to the step where the trajectory stopped, that step included, with the loss and every
+    observed value (`sigma` -> sigma_0, sigma_1, ...; any other observation `name` -> a column
+    `name`, or name_0, name_1, ... for a vector). Models that select features add the list
+    columns `selected` (feature indices in the order chosen) and `selected_at`."""
     n, n_values = len(run_ids), summary["hit"].shape[1]
     runs = {"run_id": run_ids.astype(np.int64)}
     runs.update({name: values for name, values in hps.items()})
@@ -315,7 +317,7 @@ def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], 
     if summary["chosen"].shape[1]:
         runs["selected"], runs["selected_at"] = selection_order(summary["chosen"])
 
-    loss, sigma = records
+    loss, observed = records
     steps = np.asarray(record_steps, np.int64)
     # A trajectory that stopped at steps_run is frozen: the first record after its stop holds its
     # state at steps_run and is shown at that step; the (identical) records after it are dropped.
@@ -324,8 +326,11 @@ def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], 
     trajectories = {"run_id": np.broadcast_to(runs["run_id"][:, None], shown.shape)[shown],
                     "step": np.minimum(steps[None, :], runs["steps_run"][:, None])[shown],
                     "loss": loss.T[shown].astype(np.float64)}
-    for i in range(n_values):
-        trajectories[f"sigma_{i}"] = sigma[:, :, i].T[shown].astype(np.float64)
+    for name, values in observed.items():
+        if values.ndim == 2:
+            trajectories[name] = values.T[shown].astype(np.float64)
+        for i in range(values.shape[2] if values.ndim == 3 else 0):
+            trajectories[f"{name}_{i}"] = values[:, :, i].T[shown].astype(np.float64)
     return pd.DataFrame(runs), pd.DataFrame(trajectories)
 
 

@@ -242,3 +242,139 @@ def make_conv(sweep) -> dict:
     spectrum[: len(task["frequencies"])] = task["frequencies"]
     w_star = np.fft.irfft(spectrum, n=task["d"])
     return _arrays(sweep, {"w_star": w_star / np.linalg.norm(w_star)})
+
+
+GIDEL_SPECTRUM = (4.0, 2.0, 1.0, 0.5, 0.25)     # Gidel et al. 2019, section 4: z ~ N(0, D)
+
+
+def digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's 8x8 digits (1797 images, bundled with the package: no download): pixels / 16,
+    centred per pixel, and one-hot labels (10 classes)."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError as exc:
+        raise ImportError("data = \"digits\" needs scikit-learn: pip install 'dlsweep[compare]'") from exc
+    data = load_digits()
+    x = data.data / 16.0
+    return x - x.mean(axis=0), np.eye(10)[data.target]
+
+
+def _spectrum(task: dict, error: Error, default: tuple | None) -> tuple[float, ...]:
+    """`eigenvalues` (a list > 0) or `power_law` a with `d`: lambda_i = i^(-a), i = 1..d."""
+    if "power_law" in task:
+        if "eigenvalues" in task:
+            raise error("power_law", "give either eigenvalues or power_law, not both")
+        a = task["power_law"]
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not math.isfinite(a) or a < 0:
+            raise error("power_law", f"expected an exponent >= 0, got {a!r}")
+        if "d" not in task:
+            raise error("d", "missing: a power_law spectrum needs the dimension d")
+        d = _integer(task, "d", 1, 1, error)
+        return tuple(float(i) ** -a for i in range(1, d + 1))
+    if "eigenvalues" not in task and default is not None:
+        return default
+    return _positive_numbers(task, "eigenvalues", error)
+
+
+DIGITS_SHAPE = (64, 1797)     # pixels, images of scikit-learn's digits
+
+
+def _fixed(task: dict, key: str, value: int, error: Error, what: str) -> None:
+    """A key the data fix: allowed only with that value."""
+    if key in task and task[key] != value:
+        raise error(key, f"is fixed by the data: {what} = {value}, got {task[key]!r}")
+
+
+def validate_linear_net(task: dict, error: Error) -> dict:
+    """[task] of the deep linear regression network (models/linear_net.py): `data` (spectrum,
+    autoencoder or digits) and its keys, `width`, `init`, `whiten`, `shuffle`, `top`. Targets
+    (sigma_star: the `top` largest singular values of the optimum W_opt = Sigma_x^+ Sigma_xy) where
+    they are the same for every seed: population spectrum data, the autoencoder with input noise
+    (W_opt = I) unwhitened, and unshuffled digits."""
+    from dlsweep.models.linear_net import DATA, INITS
+
+    data = _choice(task, "data", DATA, error)
+    known = {"spectrum": ("eigenvalues", "power_law", "d", "w_true", "examples", "noise"),
+             "autoencoder": ("eigenvalues", "d", "examples", "noise"), "digits": ("d", "examples")}[data]
+    _reject_unknown(task, ("data", *known, "width", "init", "whiten", "shuffle", "top"), error)
+    noise = task.get("noise", 1e-3 if data == "autoencoder" else 0.0)
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not math.isfinite(noise) or noise < 0:
+        raise error("noise", f"expected a standard deviation >= 0, got {noise!r}")
+    out = {"data": data, "whiten": _flag(task, "whiten", error), "shuffle": _flag(task, "shuffle", error)}
+    if data != "digits":
+        out["noise"] = float(noise)
+    if data == "spectrum":
+        lam = _spectrum(task, error, None)
+        _fixed(task, "d", len(lam), error, "len(eigenvalues)")
+        w_true = _signed_numbers(task, "w_true", error) if "w_true" in task else (1.0,) * len(lam)
+        if len(w_true) > len(lam):
+            raise error("w_true", f"expected at most d = {len(lam)} entries (the diagonal of the d x p map), got {len(w_true)}")
+        out |= {"eigenvalues": lam, "w_true": w_true, "d": len(lam), "p": len(w_true),
+                "examples": _integer(task, "examples", 0, 0, error, note=" (0: the population statistics)")}
+    elif data == "autoencoder":
+        lam = _spectrum(task, error, GIDEL_SPECTRUM)
+        d = _integer(task, "d", 20, len(lam), error, bound="len(eigenvalues)")
+        out |= {"eigenvalues": lam, "d": d, "p": d, "examples": _integer(task, "examples", 1000, 2, error)}
+    else:
+        _fixed(task, "d", DIGITS_SHAPE[0], error, "the digits' pixels")
+        _fixed(task, "examples", DIGITS_SHAPE[1], error, "the digits' images")
+        out |= {"d": DIGITS_SHAPE[0], "p": 10, "examples": DIGITS_SHAPE[1]}
+    if out["shuffle"] and out["data"] != "digits" and out["examples"] == 0:
+        raise error("shuffle", "shuffled labels need examples >= 1 (the population statistics have no examples to shuffle)")
+    out["width"] = _integer(task, "width", max(out["d"], out["p"]), 1, error)
+    out["init"] = _choice(task, "init", INITS, error)
+    rank = min(out["d"], out["p"], out["width"])
+    out["top"] = _integer(task, "top", min(rank, DEFAULT_TOP), 1, error)
+    if out["top"] > min(out["d"], out["p"]):
+        raise error("top", f"expected at most min(d, p) = {min(out['d'], out['p'])} singular values, got {out['top']}")
+    targets = _linear_net_targets(out)
+    if targets is not None and out["top"] <= rank and min(targets[: out["top"]]) > 0:
+        out["sigma_star"] = tuple(targets[: out["top"]])
+    return out
+
+
+def _linear_net_targets(task: dict) -> tuple[float, ...] | None:
+    """The singular values of W_opt, descending, where no seed changes them; else None."""
+    if task["data"] == "autoencoder":
+        return (1.0,) * task["d"] if task["noise"] > 0 and not task["whiten"] else None
+    if task["shuffle"] or (task["data"] == "spectrum" and task["examples"] > 0):
+        return None
+    if task["data"] == "spectrum":
+        lam, w_true = np.asarray(task["eigenvalues"]), np.zeros((task["d"], task["p"]))
+        w_true[np.arange(task["p"]), np.arange(task["p"])] = task["w_true"]
+        w_opt = np.sqrt(lam)[:, None] * w_true if task["whiten"] else w_true
+    else:
+        x, y = digits()
+        w_opt = _least_squares(x, y, task["whiten"])
+    return tuple(float(v) for v in np.linalg.svd(w_opt, compute_uv=False))
+
+
+def _least_squares(x: np.ndarray, y: np.ndarray, whiten: bool) -> np.ndarray:
+    """Sigma_x^+ Sigma_xy (of ZCA-whitened x if asked), the support cut as in the model."""
+    from dlsweep.models.linear_net import SUPPORT_RTOL
+
+    lam, pcs = np.linalg.eigh(x.T @ x / len(x))
+    support = lam > SUPPORT_RTOL * lam.max()
+    inverse = np.where(support, 1.0 / np.where(support, lam, 1.0), 0.0)
+    scale = np.sqrt(inverse) if whiten else inverse
+    return pcs @ (scale[:, None] * (pcs.T @ (x.T @ y / len(x))))
+
+
+def make_linear_net(sweep) -> dict:
+    """The fixed data: the spectrum (`eigenvalues`) and W* (`w_true`, d x p diagonal), the
+    autoencoder's latent variances and its basis B (d x r, entries U[0, 1] drawn from the sweep's
+    seed), or the digits (`x`, `y`); plus the targets sigma*, if any. Samples, shuffles and whitening are per seed, in
+    the program (`LinearNet.draw`)."""
+    task = sweep.task
+    arrays = {"sigma_star": task["sigma_star"]} if "sigma_star" in task else {}
+    if task["data"] == "digits":
+        x, y = digits()
+        return _arrays(sweep, arrays | {"x": x, "y": y})
+    arrays["eigenvalues"] = task["eigenvalues"]
+    if task["data"] == "autoencoder":     # Gidel's fixed B, entries U[0, 1], from the sweep's seed
+        arrays["basis"] = np.random.default_rng(sweep.seed).uniform(size=(task["d"], len(task["eigenvalues"])))
+    if task["data"] == "spectrum":
+        w_true = np.zeros((task["d"], task["p"]))
+        w_true[np.arange(task["p"]), np.arange(task["p"])] = task["w_true"]
+        arrays["w_true"] = w_true
+    return _arrays(sweep, arrays)

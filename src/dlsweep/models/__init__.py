@@ -3,9 +3,11 @@ the compile key) with three pure functions over one trajectory:
 
     init(key, hp, task)        -> params
     loss(params, hp, task)     -> scalar
-    observe(params, hp, task)  -> {"sigma": (k,)}   the values whose learning order is studied
+    observe(params, hp, task)  -> {"sigma": (k,), ...}   the values whose learning order is studied,
+                                                     and any further named scalars or vectors, all
+                                                     recorded (trajectories columns)
 
-and three optional ones:
+and four optional ones:
 
     draw(key, task)            -> dict of arrays     random data of one value of the `seed` axis
                                                      (measurements, a dataset), merged into task
@@ -13,6 +15,9 @@ and three optional ones:
     selected(params, hp, task) -> bool (n,)          features counted as chosen now; the engine
                                                      keeps the step each was first chosen, and the
                                                      runs table the order (`selected`)
+    drift_from(anchor, hp, task) -> (params -> scalar)   a bound on how far any sigma_i can be from
+                                                     its value at `anchor` (then sigma is observed
+                                                     only every few steps between exact checks)
 
 `hp` holds the per-trajectory scalars of the grid (depth, sigma0, lr, seed, ...); `task` holds the
 data shared by the whole sweep and, where the observed values have targets, `sigma_star` (k,)
@@ -27,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dlsweep import compare, tasks
-from dlsweep.models import conv, diagonal, matrix_sensing, quadratic, toy
+from dlsweep.models import conv, diagonal, linear_net, matrix_sensing, quadratic, toy
 
 INTEGER_HPS = ("depth", "sparsity", "seed")     # per-trajectory values passed as int32; every other axis in the sweep's float dtype
 
@@ -136,5 +141,34 @@ FAMILIES: dict[str, Family] = {
         make_task=tasks.make_conv,
         observed=r"Fourier amplitudes $|\hat\beta_f|$",
         baseline=lambda task: compare.SVM,
+    ),
+    "linear_net": Family(
+        name="linear_net",
+        summary="Gidel et al. 2019 / Hacohen & Weinshall: x -> x W_1...W_L, least squares from Sigma_x, Sigma_xy; "
+                "singular values, per-PC distance to the optimum",
+        axes=("depth", "sigma0", "lr"),
+        task_keys={"data": "spectrum (default: x ~ N(0, diag(eigenvalues)), y = x W* + noise), autoencoder (Gidel's "
+                           "x = B z + noise, y = x) or digits (scikit-learn's 8x8 digits, one-hot labels)",
+                   "eigenvalues": "spectrum: eigenvalues of Sigma_x (d numbers > 0); autoencoder: the latent "
+                                  "variances D (default 4, 2, 1, 1/2, 1/4)",
+                   "power_law": "spectrum: lambda_i = i^(-a), i = 1..d, instead of eigenvalues",
+                   "d": "input size (spectrum: len(eigenvalues); autoencoder: default 20)",
+                   "w_true": "spectrum: the diagonal of the true d x p map W* (p = its length; default: d ones)",
+                   "examples": "examples per seed (spectrum: default 0, the population statistics; autoencoder: 1000)",
+                   "noise": "spectrum: label noise std (default 0); autoencoder: input noise std (default 1e-3)",
+                   "width": "hidden width h (default max(d, p))",
+                   "init": "gaussian (default), aligned (Gidel: W(0) = sigma0 U V^T) or glorot (Hacohen's Def. 3)",
+                   "whiten": "ZCA-whiten the inputs of each seed (default false)",
+                   "shuffle": "shuffle the labels of each seed (default false)",
+                   "top": "how many of the largest singular values of W are observed (default min(d, p, h, 5))"},
+        validate_task=tasks.validate_linear_net,
+        build=lambda sweep: linear_net.LinearNet(
+            d=sweep.task["d"], p=sweep.task["p"], width=sweep.task["width"], k=sweep.task["top"],
+            max_depth=int(max(sweep.axes["depth"])), init_kind=sweep.task["init"], data=sweep.task["data"],
+            examples=sweep.task["examples"], whiten=sweep.task["whiten"], shuffle=sweep.task["shuffle"],
+            noise=sweep.task.get("noise", 0.0), dtype=sweep.dtype),
+        make_task=tasks.make_linear_net,
+        observed=r"singular values $\sigma_i(W)$",
+        optional_axes=("ratio",),
     ),
 }

@@ -1,0 +1,193 @@
+"""Deep linear regression networks (Gidel et al. 2019; Hacohen & Weinshall; THEORY.md 1.5, 1.6).
+
+Examples x (rows of X, n x d) are mapped to predictions x W_1 W_2 ... W_L, with the end-to-end map
+W = W_1 ... W_L (d x p): W_1 is d x h, W_2 .. W_{L-1} are h x h, W_L is h x p (h: the width), and
+depth 1 is the linear model W itself. The loss is the mean squared error, computed from the data's
+sufficient statistics so that its cost does not grow with n (Gidel's section 2):
+
+    l(W) = 1/(2n) ||Y - X W||_F^2 = 1/2 tr(W^T Sigma_x W) - tr(W^T Sigma_xy) + 1/(2n) ||Y||_F^2,
+    Sigma_x = X^T X / n,   Sigma_xy = X^T Y / n.
+
+(Hacohen writes the summed loss 1/2 ||W X - Y||^2: his step mu is lr / n and his eigenvalues d_j
+are n times those of Sigma_x.) The statistics are made per value of the `seed` axis inside the
+program (`draw`): sampled data, a label shuffle, and ZCA whitening X <- X Sigma_x^(-1/2) (on the
+support of Sigma_x) all happen there.
+
+Init (layer scales s_1 = sigma0^(1/L) rho^((L-1)/L) for W_1 and s = sigma0^(1/L) rho^(-1/L) for the
+others, so the product's scale is sigma0 whatever the shape rho = `ratio`, 1 by default):
+    aligned   W_1 = s_1 U E, W_l = s I, W_L = s E V^T with U, V the singular vectors of Sigma_xy
+              and E the rectangular identity: W(0) = sigma0 U I V^T (Gidel's Theorem 1 init with
+              Q = I, sigma0 = e^(-2 delta) at L = 2)
+    gaussian  i.i.d. N(0, s_l^2 / fan-out) entries (each layer keeps a vector's norm on average)
+    glorot    i.i.d. N(0, s_l^2 / h) entries (Hacohen's Definition 3 at sigma0 = 1: variance 1/m_1,
+              2/(m_{l-1} + m_l) = 1/h and 1/m_{L-1}; depth 1: 1/p)
+
+Observed: `sigma`, the k largest singular values of W; `nuclear_norm` (the sum of all of them);
+`norm_squared`, ||W||_F^2 (Gidel's Figure 1 and Cor. 1);
+`reconstruction_error`, ||W - W_ref||_2 with W_ref the task's reference map (Gidel's eq. 28: B D
+B^T for the autoencoder; else the least-squares optimum W_opt = Sigma_x^+ Sigma_xy); and
+`pc_distance`, per principal direction u_j of the data (Sigma_x = U diag(lambda) U^T, descending),
+the distance ||u_j^T (W - W_opt)|| of W's coordinates along u_j (Hacohen's w_j) to the optimum's;
+`rank_distance`, ||W - W_k||_F for the reduced-rank solutions W_k, k = 1..top (Gidel's Cor. 2:
+the two-layer network passes near each in turn).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+INITS = ("gaussian", "aligned", "glorot")
+DATA = ("spectrum", "autoencoder", "digits")
+SUPPORT_RTOL = 1e-6      # eigenvalues of Sigma_x below this times the largest count as 0 (pseudo-inverse)
+
+
+@struct.dataclass
+class LinearNet:
+    """Static configuration: input size d, output size p, width h, observed values k, largest
+    depth, init scheme, data kind, examples per seed (0: population statistics), whitening,
+    label shuffling, label noise (std), float dtype."""
+
+    d: int = struct.field(pytree_node=False)
+    p: int = struct.field(pytree_node=False)
+    width: int = struct.field(pytree_node=False)
+    k: int = struct.field(pytree_node=False)
+    max_depth: int = struct.field(pytree_node=False)
+    init_kind: str = struct.field(pytree_node=False)
+    data: str = struct.field(pytree_node=False)
+    examples: int = struct.field(pytree_node=False)
+    whiten: bool = struct.field(pytree_node=False)
+    shuffle: bool = struct.field(pytree_node=False)
+    noise: float = struct.field(pytree_node=False)
+    dtype: str = struct.field(pytree_node=False, default="float32")
+
+    # ------------------------------------------------------------------------- data per seed
+
+    def _samples(self, key, task):
+        """The examples X (n x d), targets Y (n x p) and reference map (or None) of one seed."""
+        k_latent, k_noise = jax.random.split(key)
+        dtype = self.dtype
+        if self.data == "digits":
+            return task["x"], task["y"], None
+        if self.data == "autoencoder":        # Gidel's section 4: x = B z + eps, z ~ N(0, D), y = x, B fixed
+            lam, basis = task["eigenvalues"], task["basis"]
+            z = jax.random.normal(k_latent, (self.examples, lam.shape[0]), dtype) * jnp.sqrt(lam)
+            x = z @ basis.T + self.noise * jax.random.normal(k_noise, (self.examples, self.d), dtype)
+            return x, x, (basis * lam) @ basis.T
+        x = jax.random.normal(k_latent, (self.examples, self.d), dtype) * jnp.sqrt(task["eigenvalues"])
+        return x, x @ task["w_true"] + self.noise * jax.random.normal(k_noise, (self.examples, self.p), dtype), None
+
+    def _statistics(self, key, task):
+        """(Sigma_x, Sigma_xy, 1/(2n) ||Y||^2, W_ref or None) of one seed, before whitening."""
+        if self.data == "spectrum" and self.examples == 0:     # population: x ~ N(0, diag(lambda)), y = x W + noise
+            lam, w_true = task["eigenvalues"], task["w_true"]
+            offset = 0.5 * jnp.sum(lam[:, None] * w_true * w_true) + 0.5 * self.p * self.noise**2
+            return jnp.diag(lam), lam[:, None] * w_true, offset, None
+        k_data, k_shuffle = jax.random.split(key)
+        x, y, reference = self._samples(k_data, task)
+        if self.shuffle:
+            y = jax.random.permutation(k_shuffle, y)
+        n = x.shape[0]
+        return x.T @ x / n, x.T @ y / n, 0.5 * jnp.sum(y * y) / n, reference
+
+    def draw(self, key, task):
+        """The statistics of one seed and what init and observe need of them: `sigma_x`,
+        `sigma_xy`, `offset` (the loss's constant), `pcs` (U, descending eigenvalues of the
+        unwhitened Sigma_x), `w_opt` (Sigma_x^+ Sigma_xy), `w_ref` (the reconstruction reference)
+        and `xy_left`, `xy_right` (singular vectors of Sigma_xy, for the aligned init)."""
+        sigma_x, sigma_xy, offset, reference = self._statistics(key, task)
+        lam, pcs = jnp.linalg.eigh(sigma_x)
+        lam, pcs = lam[::-1], pcs[:, ::-1]
+        support = lam > SUPPORT_RTOL * lam[0]
+        inverse = jnp.where(support, 1.0 / jnp.where(support, lam, 1.0), 0.0)
+        if self.whiten:                     # X <- X Sigma_x^(-1/2): Sigma_x -> the projector on its support
+            sigma_xy = pcs @ (jnp.sqrt(inverse)[:, None] * (pcs.T @ sigma_xy))
+            sigma_x = (pcs * support) @ pcs.T
+            inverse = support.astype(lam.dtype)
+        w_opt = pcs @ (inverse[:, None] * (pcs.T @ sigma_xy))
+        left, _, right = jnp.linalg.svd(sigma_xy)
+        return {"sigma_x": sigma_x, "sigma_xy": sigma_xy, "offset": offset, "pcs": pcs, "w_opt": w_opt,
+                "w_ref": w_opt if reference is None else reference, "xy_left": left, "xy_right": right.T,
+                "reduced_rank": self._reduced_rank(pcs, inverse, sigma_xy)}
+
+    def _reduced_rank(self, pcs, inverse, sigma_xy):
+        """W_k, k = 1..top: the minimum-norm minimizers of the loss over rank(W) <= k (reduced-rank
+        regression, Gidel's Cor. 2): W_k = S P_k(S Sigma_xy) with S = Sigma_x^(+1/2) and P_k the best
+        rank-k approximation (Eckart-Young), so W_k = sum_{i<=k} s_i S a_i b_i^T from the SVD of
+        S Sigma_xy."""
+        root = (pcs * jnp.sqrt(inverse)) @ pcs.T
+        a, s, b = jnp.linalg.svd(root @ sigma_xy, full_matrices=False)
+        terms = s[: self.k, None, None] * (root @ a[:, : self.k]).T[:, :, None] * b[: self.k, None, :]
+        return jnp.cumsum(terms, axis=0)
+
+    # ------------------------------------------------------------------------- the network
+
+    def _scales(self, hp):
+        """(s_1, s): the first layer's scale and the others' (module docstring)."""
+        dtype = hp["sigma0"].dtype
+        depth = jnp.asarray(hp["depth"], dtype)
+        ratio = jnp.asarray(hp.get("ratio", 1.0), dtype)
+        scale = jnp.power(hp["sigma0"], 1.0 / depth)
+        return scale * jnp.power(ratio, (depth - 1.0) / depth), scale * jnp.power(ratio, -1.0 / depth)
+
+    def init(self, key, hp, task):
+        """`single` (d x p, the depth-1 map) and, for depth >= 2 grids, `first` (d x h), `hidden`
+        (max_depth - 2 x h x h; the unused ones stay the identity) and `last` (h x p)."""
+        dtype, h = hp["sigma0"].dtype, self.width
+        first_scale, scale = self._scales(hp)
+        sigma0 = hp["sigma0"]
+        keys = jax.random.split(key, 4)
+        if self.init_kind == "aligned":
+            left, right = task["xy_left"].astype(dtype), task["xy_right"].astype(dtype)
+            params = {"single": sigma0 * left @ jnp.eye(self.d, self.p, dtype=dtype) @ right.T,
+                      "first": first_scale * left @ jnp.eye(self.d, h, dtype=dtype),
+                      "hidden": scale * jnp.broadcast_to(jnp.eye(h, dtype=dtype), (self.max_depth - 2, h, h)),
+                      "last": scale * jnp.eye(h, self.p, dtype=dtype) @ right.T}
+        else:
+            glorot = self.init_kind == "glorot"
+            params = {"single": sigma0 * jax.random.normal(keys[0], (self.d, self.p), dtype) / np.sqrt(self.p),
+                      "first": first_scale * jax.random.normal(keys[1], (self.d, h), dtype) / np.sqrt(h),
+                      "hidden": scale * jax.random.normal(keys[2], (self.max_depth - 2, h, h), dtype) / np.sqrt(h),
+                      "last": scale * jax.random.normal(keys[3], (h, self.p), dtype) / np.sqrt(h if glorot else self.p)}
+        if self.max_depth == 1:
+            return {"single": params["single"]}
+        layer = jnp.arange(self.max_depth - 2)[:, None, None]
+        params["hidden"] = jnp.where(layer < hp["depth"] - 2, params["hidden"], jnp.eye(h, dtype=dtype))
+        return params
+
+    def product(self, params, depth):
+        """W = W_1 ... W_L; depth 1 is `single`, unused hidden layers enter as the identity (so get
+        no gradient). A Python-integer depth (compiled in) multiplies only the layers it uses."""
+        if self.max_depth == 1:
+            return params["single"]
+        if isinstance(depth, (int, np.integer)):
+            if int(depth) == 1:
+                return params["single"]
+            w = params["first"]
+            for layer in params["hidden"][: int(depth) - 2]:
+                w = w @ layer
+            return w @ params["last"]
+        eye = jnp.eye(self.width, dtype=params["first"].dtype)
+        used = jnp.where(jnp.arange(self.max_depth - 2)[:, None, None] < depth - 2, params["hidden"], eye)
+        w = params["first"]
+        for layer in used:
+            w = w @ layer
+        return jnp.where(depth == 1, params["single"], w @ params["last"])
+
+    def loss(self, params, hp, task):
+        """1/2 tr(W^T Sigma_x W) - tr(W^T Sigma_xy) + 1/(2n) ||Y||^2 (module docstring)."""
+        w = self.product(params, hp["depth"])
+        return 0.5 * jnp.sum(w * (task["sigma_x"] @ w - 2.0 * task["sigma_xy"])) + task["offset"]
+
+    def observe(self, params, hp, task):
+        """The k largest singular values of W, its nuclear norm, its reconstruction error and its
+        distance to the optimum along each principal direction (module docstring)."""
+        w = self.product(params, hp["depth"])
+        singular = jnp.linalg.svd(w, compute_uv=False)
+        along = task["pcs"].T @ (w - task["w_opt"])
+        return {"sigma": singular[: self.k], "nuclear_norm": jnp.sum(singular), "norm_squared": jnp.sum(w * w),
+                "reconstruction_error": jnp.linalg.norm(w - task["w_ref"], ord=2),
+                "pc_distance": jnp.sqrt(jnp.sum(along * along, axis=1)),
+                "rank_distance": jnp.sqrt(jnp.sum((w - task["reduced_rank"]) ** 2, axis=(1, 2)))}
