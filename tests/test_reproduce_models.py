@@ -13,7 +13,7 @@ from dlsweep import api, reproduce
 
 MODEL_NAMES = ("gissin-fig1a", "gissin-fig1b", "gissin-fig1c", "gissin-fig1d", "gissin-fig3",
                "gissin-fig4", "gissin-fig5", "gissin-fig6", "gissin-fig7", "gidel-fig1", "gidel-fig2",
-               "hacohen-fig4")
+               "hacohen-fig2", "hacohen-fig4", "hacohen-fig10")
 QUICK_LIMIT_S = 60
 
 
@@ -27,8 +27,10 @@ def test_quick_reproduction_runs_and_draws_its_figures_in_under_a_minute(quick_r
     result, seconds = quick_reproduction(name)
     assert seconds < QUICK_LIMIT_S, f"{name} --quick took {seconds:.1f} s"
     folders = run_folders(result)
-    kinds = [f["kind"] for f in reproduce.REPRODUCTIONS[name].figures]
-    assert result.figures == [folder / "figures" / f"{kind}.png" for folder in folders for kind in kinds]
+    repro = reproduce.REPRODUCTIONS[name]
+    kinds = [f["kind"] for f in repro.figures]
+    combined = [result.folder / "figures" / f"{repro.combined[0]}-variants.png"] if repro.combined else []
+    assert result.figures == [folder / "figures" / f"{kind}.png" for folder in folders for kind in kinds] + combined
     for folder in folders:
         runs = api.load(folder)
         assert len(runs) > 0 and not runs.diverged.any()

@@ -285,7 +285,8 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: fl
 
 
 PLOT_KINDS = ("heatmap", "trajectories", "thresholds", "lr", "correlation", "agreement", "observables", "pcs",
-              "pc_rates")
+              "pc_rates", "pc_curves")
+PC_CURVES = (0, 1, 3, 7, 15, 31)     # the principal directions a pc_curves figure shows (0-based)
 NEEDS_TARGETS = ("heatmap", "thresholds", "lr")          # figures of hitting times (the others draw any run)
 OBSERVABLES = ("nuclear_norm", "reconstruction_error")     # the default panels of an observables figure
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
@@ -351,7 +352,9 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     nuclear_norm,reconstruction_error) against the step, one line per value of x (default depth),
     the other axes at their first value. pcs: the distance to the optimum along each principal
     direction of the data at a few steps, mean and std over seeds (linear_net). pc_rates: the
-    measured convergence rate along each direction against its eigenvalue, with the prediction."""
+    measured convergence rate along each direction against its eigenvalue, with the prediction.
+    pc_curves: the distance along a few principal directions against the step, with eq. 10's
+    prediction, at the smallest depth and lr."""
     from dlsweep import plot
 
     folder = Path(folder)
@@ -422,6 +425,17 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         shown = ", ".join(plot.facet_title(a, chosen[a].iloc[0]) for a in others)
         figure = plot.pc_profile(traj[traj.run_id.isin(chosen.run_id)], chosen, hue=hue,
                                  title=f"{title}\n{shown}" if title else shown)
+    elif kind == "pc_curves":
+        rates = pc_rates(folder)
+        depth, lr = rates.depth.min(), rates.lr.min()
+        rates = rates[(rates.depth == depth) & (rates.lr == lr)].set_index("j")
+        directions = [j for j in PC_CURVES if j in rates.index]
+        chosen = _first_slice(runs[~runs.diverged], [a for a in sweep.axes if a != "seed"])
+        traj = load_trajectories(folder)
+        shown = ", ".join(plot.facet_title(a, chosen[a].iloc[0]) for a in sweep.axes if a != "seed")
+        figure = plot.pc_curves(traj[traj.run_id.isin(chosen.run_id)], chosen, directions,
+                                {j: np.exp(-rates.predicted[j]) for j in directions},
+                                title=f"{title}\n{shown}" if title else shown)
     elif kind == "pc_rates":
         figure = plot.pc_rates(pc_rates(folder).dropna(subset=["rate"]), title=title)
     elif kind == "heatmap" and (x, y) == ("r", "depth"):

@@ -176,6 +176,7 @@ OBSERVABLE_LABELS = {
     "norm_squared": r"$\|W\|_F^2$",
     "reconstruction_error": r"reconstruction error $\|W - W_{\rm ref}\|_2$",
     "loss": "training loss",
+    "excess_loss": r"excess loss $\ell(W) - \ell(W_{\rm opt})$",
 }
 
 
@@ -242,6 +243,34 @@ def pc_profile(traj: pd.DataFrame, runs: pd.DataFrame, hue: str = "depth", shown
     return fig
 
 
+def pc_curves(traj: pd.DataFrame, runs: pd.DataFrame, directions: list[int], predicted: dict[int, np.ndarray] | None = None,
+              width: float = SINGLE * 1.4, title: str | None = None) -> plt.Figure:
+    """Hacohen & Weinshall's Figure 2 (left): the distance to the optimum along a few principal
+    directions j (`pc_distance_j`, relative to step 0) against the step, mean over seeds with a
+    band of +- one standard deviation, one colour per direction; `predicted` (j -> the contraction
+    |1 - lr N lambda_j|) adds eq. 10's lambda^s as a dashed line."""
+    fig, ax = plt.subplots(figsize=(width, 2.8), layout="constrained")
+    for n, j in enumerate(directions):
+        column, colour = f"pc_distance_{j}", OKABE_ITO[n % len(OKABE_ITO)]
+        start = traj[traj.step == 0].set_index("run_id")[column]
+        step, mean, spread = _over_repetitions(traj.assign(**{column: traj[column] / traj.run_id.map(start)}), column)
+        ax.plot(step, mean, color=colour, lw=1.3, label=f"$j$ = {j + 1}")
+        if spread is not None:
+            ax.fill_between(step, np.maximum(mean - spread, mean * 1e-3), mean + spread, color=colour, alpha=0.25, lw=0)
+        if predicted is not None:
+            ax.plot(step, predicted[j] ** step.astype(float), color=colour, lw=0.9, ls="--")
+    if predicted is not None:
+        ax.plot([], [], color="0.3", ls="--", lw=0.9, label=r"eq. 10: $|1 - \eta N \lambda_j|^s$")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(1e-8, 3.0)
+    ax.set_xlabel("GD step $s$", fontsize=8)
+    ax.set_ylabel(r"$\|w_j - w_j^{\rm opt}\|$ relative to step 0", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, frameon=False, title=title, title_fontsize=8, ncol=2)
+    return fig
+
+
 def pc_rates(rates: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> plt.Figure:
     """Measured per-PC convergence rates (`rate`, per step; mean over seeds, bars +- one std)
     against the principal direction j (by decreasing eigenvalue of Sigma_x), one colour per depth,
@@ -260,6 +289,33 @@ def pc_rates(rates: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None
     ax.set_ylabel("convergence rate along $j$\n(per GD step)", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=7, frameon=False, title=title, title_fontsize=8, loc="best")
+    return fig
+
+
+def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], column: str,
+                   width: float = DOUBLE, title: str | None = None) -> plt.Figure:
+    """One recorded quantity relative to its initial value, q(t) / q(0), against the GD step for
+    several sweeps of one reproduction (its variants): one panel per (panel title, lines), one line
+    per (label, trajectories of its runs), mean +- one standard deviation over the runs (seeds) as
+    a band; log axes."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, 2.6), sharey=True, squeeze=False, layout="constrained")
+    for ax, (panel, lines) in zip(axes[0], panels):
+        for n, (label, traj) in enumerate(lines):
+            colour = OKABE_ITO[n % len(OKABE_ITO)]
+            start = traj[traj.step == 0].set_index("run_id")[column]
+            step, mean, spread = _over_repetitions(traj.assign(**{column: traj[column] / traj.run_id.map(start)}), column)
+            ax.plot(step, mean, color=colour, lw=1.3, label=label)
+            if spread is not None:
+                ax.fill_between(step, np.maximum(mean - spread, mean * 1e-3), mean + spread, color=colour, alpha=0.25, lw=0)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(panel, fontsize=8)
+        ax.set_xlabel("GD step", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=7, frameon=False)
+    axes[0, 0].set_ylabel(OBSERVABLE_LABELS.get(column, column.replace("_", " ")) + "\nrelative to step 0", fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=9)
     return fig
 
 

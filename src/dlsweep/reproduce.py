@@ -26,6 +26,8 @@ class Reproduction:
     figures: tuple[dict, ...]                   # api.plot_run arguments, one figure each
     variants: tuple[tuple[str, str, tuple[str, ...]], ...] = ()   # (sub-folder, title, --set overrides)
     # of a figure made of several sweeps (e.g. with and without a bias); none: one sweep in the folder
+    combined: tuple[str, tuple[tuple[str, tuple[str, ...]], ...]] | None = None   # (column, ((panel
+    # title, its variants' sub-folders), ...)): one more figure with the variants side by side
 
 
 REPRODUCTIONS = {r.name: r for r in (
@@ -109,6 +111,11 @@ REPRODUCTIONS = {r.name: r for r in (
         "linear autoencoder, depth 1 vs 2: trace norm and reconstruction error against the step, 3 seeds",
         ("steps=10000", "task.examples=300", "task.d=10"), None, ({"kind": "observables"}, _VALUES)),
     Reproduction(
+        "hacohen-fig2", "Hacohen & Weinshall, Figure 2 (left)",
+        "one-layer linear networks on the 8x8 digits, 10 seeds: distance to the optimum along 6 principal "
+        "directions against the step, beside eq. 10's |1 - lr lambda_j|^s",
+        ("steps=600", "axes.seed=[0, 1, 2]"), None, ({"kind": "pc_curves"},)),
+    Reproduction(
         "hacohen-fig4", "Hacohen & Weinshall, Figures 2, 4a and 4c",
         "deep linear networks (depths 1, 2, 5) on the 8x8 digits, 10 seeds: distance to the optimum along "
         "each principal direction (mean and std over seeds) and its convergence rate against the eigenvalue, "
@@ -116,6 +123,17 @@ REPRODUCTIONS = {r.name: r for r in (
         ("steps=600", "task.width=32", "axes.seed=[0, 1, 2]", "record.points=40"), None,
         ({"kind": "pcs"}, {"kind": "pc_rates"}),
         variants=(("natural", "natural digits", ()), ("whitened", "ZCA-whitened digits", ("task.whiten=true",)))),
+    Reproduction(
+        "hacohen-fig10", "Hacohen & Weinshall, Figure 10",
+        "two-layer linear networks on 48 of the 8x8 digits, 10 seeds: excess loss with real and shuffled "
+        "labels, before and after ZCA whitening (shuffled labels learn slower unless the data is whitened)",
+        ("steps=1000", "task.width=32", "axes.seed=[0, 1, 2]"), None, (),
+        variants=tuple((f"{data}-{labels}", f"{labels} labels", overrides)
+                       for data, whiten in (("natural", "false"), ("whitened", "true"))
+                       for labels, overrides in (("real", (f"task.whiten={whiten}",)),
+                                                 ("shuffled", (f"task.whiten={whiten}", "task.shuffle=true")))),
+        combined=("excess_loss", (("natural digits", ("natural-real", "natural-shuffled")),
+                                  ("ZCA-whitened digits", ("whitened-real", "whitened-shuffled"))))),
 )}
 
 
@@ -148,7 +166,26 @@ def run(name: str, quick: bool = False, out_root: str | Path = "runs", progress_
         api.run(spec_path(name), out=run_folder, overrides=overrides, progress_bar=progress_bar)
         table_path, variant_figures = _analyse(repro, run_folder, title and f"{repro.paper}: {title}")
         figures += variant_figures
+    if repro.combined:
+        figures.append(_combined_figure(repro, folder))
     return Reproduced(name, folder, table_path, figures)
+
+
+def _combined_figure(repro: Reproduction, folder: Path) -> Path:
+    """The variants' `column` side by side (`Reproduction.combined`), in `folder/figures/`."""
+    import matplotlib.pyplot as plt
+
+    from dlsweep import plot
+
+    column, groups = repro.combined
+    titles = {sub: title for sub, title, _ in repro.variants}
+    panels = [(panel, [(titles[sub], api.load_trajectories(folder / sub)) for sub in subs]) for panel, subs in groups]
+    figure = plot.variant_curves(panels, column, title=repro.paper)
+    path = folder / "figures" / f"{column}-variants.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=150)
+    plt.close(figure)
+    return path
 
 
 def _analyse(repro: Reproduction, folder: Path, title: str | None = None) -> tuple[Path | None, list[Path]]:

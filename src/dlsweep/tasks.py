@@ -247,16 +247,16 @@ def make_conv(sweep) -> dict:
 GIDEL_SPECTRUM = (4.0, 2.0, 1.0, 0.5, 0.25)     # Gidel et al. 2019, section 4: z ~ N(0, D)
 
 
-def digits() -> tuple[np.ndarray, np.ndarray]:
-    """scikit-learn's 8x8 digits (1797 images, bundled with the package: no download): pixels / 16,
-    centred per pixel, and one-hot labels (10 classes)."""
+def digits(examples: int = 1797) -> tuple[np.ndarray, np.ndarray]:
+    """The first `examples` of scikit-learn's 8x8 digits (1797 images, bundled with the package: no
+    download): pixels / 16, centred per pixel, and one-hot labels (10 classes)."""
     try:
         from sklearn.datasets import load_digits
     except ImportError as exc:
         raise ImportError("data = \"digits\" needs scikit-learn: pip install 'dlsweep[compare]'") from exc
     data = load_digits()
-    x = data.data / 16.0
-    return x - x.mean(axis=0), np.eye(10)[data.target]
+    x = data.data[:examples] / 16.0
+    return x - x.mean(axis=0), np.eye(10)[data.target[:examples]]
 
 
 def _spectrum(task: dict, error: Error, default: tuple | None) -> tuple[float, ...]:
@@ -317,8 +317,10 @@ def validate_linear_net(task: dict, error: Error) -> dict:
         out |= {"eigenvalues": lam, "d": d, "p": d, "examples": _integer(task, "examples", 1000, 2, error)}
     else:
         _fixed(task, "d", DIGITS_SHAPE[0], error, "the digits' pixels")
-        _fixed(task, "examples", DIGITS_SHAPE[1], error, "the digits' images")
-        out |= {"d": DIGITS_SHAPE[0], "p": 10, "examples": DIGITS_SHAPE[1]}
+        examples = _integer(task, "examples", DIGITS_SHAPE[1], 2, error, note=" (the first n images)")
+        if examples > DIGITS_SHAPE[1]:
+            raise error("examples", f"expected at most the {DIGITS_SHAPE[1]} digits, got {examples}")
+        out |= {"d": DIGITS_SHAPE[0], "p": 10, "examples": examples}
     if out["shuffle"] and out["data"] != "digits" and out["examples"] == 0:
         raise error("shuffle", "shuffled labels need examples >= 1 (the population statistics have no examples to shuffle)")
     out["width"] = _integer(task, "width", max(out["d"], out["p"]), 1, error)
@@ -344,7 +346,7 @@ def _linear_net_targets(task: dict) -> tuple[float, ...] | None:
         w_true[np.arange(task["p"]), np.arange(task["p"])] = task["w_true"]
         w_opt = np.sqrt(lam)[:, None] * w_true if task["whiten"] else w_true
     else:
-        x, y = digits()
+        x, y = digits(task["examples"])
         w_opt = _least_squares(x, y, task["whiten"])
     return tuple(float(v) for v in np.linalg.svd(w_opt, compute_uv=False))
 
@@ -368,7 +370,7 @@ def make_linear_net(sweep) -> dict:
     task = sweep.task
     arrays = {"sigma_star": task["sigma_star"]} if "sigma_star" in task else {}
     if task["data"] == "digits":
-        x, y = digits()
+        x, y = digits(task["examples"])
         return _arrays(sweep, arrays | {"x": x, "y": y})
     arrays["eigenvalues"] = task["eigenvalues"]
     if task["data"] == "autoencoder":     # Gidel's fixed B, entries U[0, 1], from the sweep's seed

@@ -154,7 +154,8 @@ FAMILIES: dict[str, Family] = {
                    "power_law": "spectrum: lambda_i = i^(-a), i = 1..d, instead of eigenvalues",
                    "d": "input size (spectrum: len(eigenvalues); autoencoder: default 20)",
                    "w_true": "spectrum: the diagonal of the true d x p map W* (p = its length; default: d ones)",
-                   "examples": "examples per seed (spectrum: default 0, the population statistics; autoencoder: 1000)",
+                   "examples": "examples per seed (spectrum: default 0, the population statistics; autoencoder: 1000; "
+                               "digits: the first n images, default all 1797)",
                    "noise": "spectrum: label noise std (default 0); autoencoder: input noise std (default 1e-3)",
                    "width": "hidden width h (default max(d, p))",
                    "init": "gaussian (default), aligned (Gidel: W(0) = sigma0 U V^T) or glorot (Hacohen's Def. 3)",

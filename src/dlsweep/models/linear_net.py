@@ -23,7 +23,8 @@ others, so the product's scale is sigma0 whatever the shape rho = `ratio`, 1 by 
               2/(m_{l-1} + m_l) = 1/h and 1/m_{L-1}; depth 1: 1/p)
 
 Observed: `sigma`, the k largest singular values of W; `nuclear_norm` (the sum of all of them);
-`norm_squared`, ||W||_F^2 (Gidel's Figure 1 and Cor. 1);
+`norm_squared`, ||W||_F^2 (Gidel's Figure 1 and Cor. 1); `excess_loss`, the loss above the
+least-squares optimum's, l(W) - l(W_opt) = l(W) - offset + 1/2 tr(W_opt^T Sigma_xy);
 `reconstruction_error`, ||W - W_ref||_2 with W_ref the task's reference map (Gidel's eq. 28: B D
 B^T for the autoencoder; else the least-squares optimum W_opt = Sigma_x^+ Sigma_xy); and
 `pc_distance`, per principal direction u_j of the data (Sigma_x = U diag(lambda) U^T, descending),
@@ -187,7 +188,9 @@ class LinearNet:
         w = self.product(params, hp["depth"])
         singular = jnp.linalg.svd(w, compute_uv=False)
         along = task["pcs"].T @ (w - task["w_opt"])
+        optimum = task["offset"] - 0.5 * jnp.sum(task["w_opt"] * task["sigma_xy"])
         return {"sigma": singular[: self.k], "nuclear_norm": jnp.sum(singular), "norm_squared": jnp.sum(w * w),
+                "excess_loss": self.loss(params, hp, task) - optimum,
                 "reconstruction_error": jnp.linalg.norm(w - task["w_ref"], ord=2),
                 "pc_distance": jnp.sqrt(jnp.sum(along * along, axis=1)),
                 "rank_distance": jnp.sqrt(jnp.sum((w - task["reduced_rank"]) ** 2, axis=(1, 2)))}
