@@ -99,7 +99,7 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
                 ax.axhline(s * sigma_star[pair[1]], color="0.3", ls="-.", lw=0.8)
             ax.set_xscale(xscale)
             ax.set_title(", ".join(t for t in (facet_title(cols, cv), facet_title(rows, rv)) if t), fontsize=7)
-            ax.tick_params(labelsize=7)
+            ax.tick_params(which="both", labelsize=7)
             if c_i == 0:
                 ax.set_ylabel(ylabel, fontsize=8)
     fig.supxlabel(r"time $t = \eta \cdot$ step" if time == "lr" else "GD step", fontsize=9)
@@ -199,7 +199,7 @@ def observables(traj: pd.DataFrame, runs: pd.DataFrame, columns: list[str], hue:
         ax.set_xscale("log")
         ax.set_ylabel(OBSERVABLE_LABELS.get(column, column.replace("_", " ")), fontsize=8)
         ax.set_xlabel(r"time $t = \eta \cdot$ step" if time == "lr" else "GD step", fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(which="both", labelsize=7)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     if "seed" in data and data["seed"].nunique() > 1:
         handles.append(Patch(color="0.6", alpha=0.5))
@@ -233,7 +233,7 @@ def pc_profile(traj: pd.DataFrame, runs: pd.DataFrame, hue: str = "depth", shown
         axes[0, c_i].set_title(facet_title(hue, value), fontsize=8)
         for ax in axes[:, c_i]:
             ax.set_yscale("log")
-            ax.tick_params(labelsize=7)
+            ax.tick_params(which="both", labelsize=7)
     axes[0, 0].set_ylabel("distance to optimum\n" r"$\|w_j - w_j^{\rm opt}\|$, mean", fontsize=8)
     axes[1, 0].set_ylabel("std over seeds", fontsize=8)
     fig.supxlabel(r"principal direction $j$ (by decreasing eigenvalue of $\Sigma_x$)", fontsize=9)
@@ -266,7 +266,7 @@ def pc_curves(traj: pd.DataFrame, runs: pd.DataFrame, directions: list[int], pre
     ax.set_ylim(1e-8, 3.0)
     ax.set_xlabel("GD step $s$", fontsize=8)
     ax.set_ylabel(r"$\|w_j - w_j^{\rm opt}\|$ relative to step 0", fontsize=8)
-    ax.tick_params(labelsize=7)
+    ax.tick_params(which="both", labelsize=7)
     ax.legend(fontsize=7, frameon=False, title=title, title_fontsize=8, ncol=2)
     return fig
 
@@ -287,7 +287,7 @@ def pc_rates(rates: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None
     ax.set_yscale("log")
     ax.set_xlabel(r"principal direction $j$ (by decreasing eigenvalue $\lambda_j$ of $\Sigma_x$)", fontsize=8)
     ax.set_ylabel("convergence rate along $j$\n(per GD step)", fontsize=8)
-    ax.tick_params(labelsize=7)
+    ax.tick_params(which="both", labelsize=7)
     ax.legend(fontsize=7, frameon=False, title=title, title_fontsize=8, loc="best")
     return fig
 
@@ -311,7 +311,7 @@ def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], col
         ax.set_yscale("log")
         ax.set_title(panel, fontsize=8)
         ax.set_xlabel("GD step", fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(which="both", labelsize=7)
         ax.legend(fontsize=7, frameon=False)
     axes[0, 0].set_ylabel(OBSERVABLE_LABELS.get(column, column.replace("_", " ")) + "\nrelative to step 0", fontsize=8)
     if title:
