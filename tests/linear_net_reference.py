@@ -207,7 +207,8 @@ def statistics(result: Result, seed: int) -> dict:
     w_opt = np.linalg.pinv(sigma_x, rcond=SUPPORT_RTOL, hermitian=True) @ sigma_xy
     kept = np.linalg.eigvalsh(sigma_x)
     kept = kept[kept > SUPPORT_RTOL * kept.max()]                # the rounding of a solve grows with cond
-    assert_close(drawn["w_opt"], w_opt, 100 * np.finfo(float).eps * kept.max() / kept.min(), "W_opt = pinv(Sigma_x) Sigma_xy")
+    assert_close(drawn["w_opt"], w_opt, 100 * np.finfo(float).eps * kept.max() / kept.min(),
+                 "W_opt = pinv(Sigma_x) Sigma_xy")
     if task["data"] != "autoencoder":
         np.testing.assert_array_equal(drawn["w_ref"], drawn["w_opt"])
     check_singular_vectors(sigma_xy, drawn["xy_left"], drawn["xy_right"])

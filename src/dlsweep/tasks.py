@@ -289,8 +289,8 @@ def validate_linear_net(task: dict, error: Error) -> dict:
     """[task] of the deep linear regression network (models/linear_net.py): `data` (spectrum,
     autoencoder or digits) and its keys, `width`, `init`, `whiten`, `shuffle`, `top`. Targets
     (sigma_star: the `top` largest singular values of the optimum W_opt = Sigma_x^+ Sigma_xy) where
-    they are the same for every seed: population spectrum data, the autoencoder with input noise
-    (W_opt = I) unwhitened, and unshuffled digits."""
+    they are the same for every seed: population spectrum data, the unwhitened autoencoder (its r
+    = len(eigenvalues) largest are 1; top <= r), and unshuffled digits."""
     from dlsweep.models.linear_net import DATA, INITS
 
     data = _choice(task, "data", DATA, error)
@@ -330,15 +330,16 @@ def validate_linear_net(task: dict, error: Error) -> dict:
     if out["top"] > min(out["d"], out["p"]):
         raise error("top", f"expected at most min(d, p) = {min(out['d'], out['p'])} singular values, got {out['top']}")
     targets = _linear_net_targets(out)
-    if targets is not None and out["top"] <= rank and min(targets[: out["top"]]) > 0:
+    if targets is not None and out["top"] <= min(rank, len(targets)) and min(targets[: out["top"]]) > 0:
         out["sigma_star"] = tuple(targets[: out["top"]])
     return out
 
 
 def _linear_net_targets(task: dict) -> tuple[float, ...] | None:
     """The singular values of W_opt, descending, where no seed changes them; else None."""
-    if task["data"] == "autoencoder":
-        return (1.0,) * task["d"] if task["noise"] > 0 and not task["whiten"] else None
+    if task["data"] == "autoencoder":    # W_opt: I, or the projector on B's span where the noise's
+        # variances fall below the support cut; either way its r = len(eigenvalues) largest are 1
+        return (1.0,) * len(task["eigenvalues"]) if not task["whiten"] else None
     if task["shuffle"] or (task["data"] == "spectrum" and task["examples"] > 0):
         return None
     if task["data"] == "spectrum":
