@@ -1,24 +1,36 @@
-"""linear_net's edges: a grid of depth 1 alone, and the autoencoder's targets."""
+"""linear_net's edges: a grid of depth 1 alone, the autoencoder's targets, and the errors of its
+[task] keys and figure options."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+import pytest
 
 from dlsweep import api, spec
 from dlsweep.analysis import theory
+from dlsweep.plot import PlotError
 
 
-def test_depth_one_alone_is_the_linear_model(tmp_path):
-    """A grid whose only depth is 1 (no layers to pad), aligned init: GD on the linear model,
-    W_k = (I - lr Sigma_x)^k (W0 - W_opt) + W_opt (Gidel's eq. 21, theory.linear_model_gd). Expected:
-    the recorded singular values equal those of the closed form to 1e-10 relative (float64), with
-    Sigma_x = diag(2, 1), Sigma_xy = Sigma_x diag(1, 0.5), W0 = 0.01 I, lr 0.1."""
+@pytest.fixture(scope="module")
+def depth_one(tmp_path_factory):
+    """The run folder of a grid whose only depth is 1, aligned init, float64, 50 steps."""
     sweep = spec.resolve({"name": "d1", "model": "linear_net", "steps": 50, "dtype": "float64",
                           "task": {"data": "spectrum", "eigenvalues": [2.0, 1.0], "w_true": [1.0, 0.5], "init": "aligned"},
                           "axes": {"depth": [1], "sigma0": [0.01], "lr": [0.1]}, "record": {"points": 10},
                           "stop": {"rel_loss": 0.0}})
-    api.run(sweep, out=tmp_path / "d1", progress_bar=False)
-    traj = api.load_trajectories(tmp_path / "d1")
+    folder = tmp_path_factory.mktemp("linear-net") / "d1"
+    api.run(sweep, out=folder, progress_bar=False)
+    return folder
+
+
+def test_depth_one_alone_is_the_linear_model(depth_one):
+    """A grid whose only depth is 1 (no layers to pad), aligned init: GD on the linear model,
+    W_k = (I - lr Sigma_x)^k (W0 - W_opt) + W_opt (Gidel's eq. 21, theory.linear_model_gd). Expected:
+    the recorded singular values equal those of the closed form to 1e-10 relative (float64), with
+    Sigma_x = diag(2, 1), Sigma_xy = Sigma_x diag(1, 0.5), W0 = 0.01 I, lr 0.1."""
+    traj = api.load_trajectories(depth_one)
     sigma_x, sigma_xy = np.diag([2.0, 1.0]), np.diag([2.0, 0.5])
     path = theory.linear_model_gd(traj.step.to_numpy(), 0.01 * np.eye(2), sigma_x, sigma_xy, 0.1)
     expected = np.linalg.svd(path, compute_uv=False)
@@ -36,3 +48,39 @@ def test_autoencoder_targets_are_the_latent_ones():
                              "record": {"levels": [0.5] if top <= 2 else []}}).task
     assert task(2)["sigma_star"] == (1.0, 1.0)
     assert "sigma_star" not in task(3)
+
+
+@pytest.mark.parametrize("task, key, message", [
+    ({"data": "images"}, "task.data", "spectrum"),
+    ({"data": "spectrum"}, "task.eigenvalues", "missing"),
+    ({"eigenvalues": [1.0, -1.0]}, "task.eigenvalues", "> 0"),
+    ({"eigenvalues": [1.0], "power_law": 1.0, "d": 3}, "task.power_law", "not both"),
+    ({"power_law": 1.0}, "task.d", "power_law spectrum needs the dimension d"),
+    ({"eigenvalues": [1.0, 0.5], "d": 3}, "task.d", "len(eigenvalues) = 2"),
+    ({"eigenvalues": [1.0], "w_true": [1.0, 2.0]}, "task.w_true", "at most d = 1"),
+    ({"eigenvalues": [1.0], "noise": -0.1}, "task.noise", ">= 0"),
+    ({"eigenvalues": [1.0], "shuffle": True}, "task.shuffle", "examples >= 1"),
+    ({"eigenvalues": [1.0], "init": "orthogonal"}, "task.init", "gaussian"),
+    ({"eigenvalues": [1.0, 1.0], "top": 3}, "task.top", "min(d, p) = 2"),
+    ({"data": "digits", "d": 32}, "task.d", "the digits' pixels = 64"),
+    ({"data": "digits", "examples": 5000}, "task.examples", "at most the 1797 digits"),
+    ({"data": "digits", "noise": 0.1}, "task.noise", "unknown key"),
+    ({"data": "autoencoder", "w_true": [1.0]}, "task.w_true", "unknown key"),
+])
+def test_task_errors_name_the_key(task, key, message):
+    """Each bad [task] of linear_net is a SpecError naming the key and what was expected."""
+    with pytest.raises(spec.SpecError) as err:
+        spec.resolve({"name": "bad", "model": "linear_net", "steps": 10, "task": {"data": "spectrum"} | task,
+                      "axes": {"depth": [2], "sigma0": [0.01], "lr": [0.01]}})
+    assert key in str(err.value) and message in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("kind, options, message", [
+    ("pcs", {"x": "width"}, "-x 'width': expected an axis of the sweep"),
+    ("observables", {"x": "width"}, "-x 'width': expected an axis of the sweep"),
+    ("observables", {"y": "trace"}, "no recorded trace"),
+])
+def test_figure_options_name_what_was_wrong(depth_one, kind, options, message):
+    """A figure asked of a missing axis or an unrecorded column is a PlotError that names it."""
+    with pytest.raises(PlotError, match=re.escape(message)):
+        api.plot_run(depth_one, kind=kind, **options)

@@ -298,7 +298,7 @@ RATE_WINDOW = 0.1      # pc_rates fits ln distance while it is above this fracti
 def pc_rates(folder: str | Path) -> pd.DataFrame:
     """Measured convergence rates along the data's principal directions, beside Hacohen &
     Weinshall's prediction (eq. 10): for every run, the slope of ln pc_distance_j against the step
-    (`theory.fit_pc_rates`, points down to RATE_FLOOR of the largest), with lambda_j the
+    (`theory.fit_pc_rates`), with lambda_j the
     eigenvalues of its seed's Sigma_x (as the program drew it; 1 or 0 once whitened). One row per
     (depth, lr, j) with the mean `rate` and `rate_std` over seeds, `eigenvalue` and `predicted` =
     -ln|1 - lr N lambda_j|, for the runs that did not diverge at the first value of every other
@@ -310,7 +310,7 @@ def pc_rates(folder: str | Path) -> pd.DataFrame:
     folder = Path(folder)
     sweep = spec_module.load(_spec_file(folder))
     runs, traj = load(folder), load_trajectories(folder)
-    columns = sorted((c for c in traj.columns if c.startswith("pc_distance_")), key=lambda c: int(c.rsplit("_", 1)[1]))
+    columns = store.vector_columns(traj, "pc_distance")
     if not columns or "depth" not in runs:
         raise incremental.ThresholdError(f"{folder}: per-PC rates need a depth axis and pc_distance columns (linear_net)")
     program, _, task = compile_inputs(sweep)
@@ -338,7 +338,7 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
              color: str | None = None, pair: tuple[int, int] | None = None, s: float = 0.05, f: float = 0.95,
              out: str | Path | None = None, title: str | None = None) -> list[Path]:
     """Draw one figure of a run folder; it lands in `DIR/figures/<kind>[...].png` and at `out`
-    (trajectories: under `title`, if given).
+    (trajectories, observables, pcs, pc_curves, pc_rates: under `title`, if given).
 
     heatmap: x (default sigma0) by y (default depth), colour `status` of `pair` (default the two
     largest targets) or a numeric column (`log_hit_ratio`, `final_loss`, ...), with the measured
@@ -352,7 +352,7 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     nuclear_norm,reconstruction_error) against the step, one line per value of x (default depth),
     the other axes at their first value. pcs: the distance to the optimum along each principal
     direction of the data at a few steps, mean and std over seeds (linear_net). pc_rates: the
-    measured convergence rate along each direction against its eigenvalue, with the prediction.
+    measured convergence rate along each direction, with the prediction.
     pc_curves: the distance along a few principal directions against the step, with eq. 10's
     prediction, at the smallest depth and lr."""
     from dlsweep import plot
@@ -405,37 +405,25 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         if missing:
             raise plot.PlotError(f"{folder}: no recorded {', '.join(missing)}; the trajectories table has "
                                  f"{', '.join(c for c in traj.columns if c not in ('run_id', 'step'))}")
-        hue = x or "depth"
-        if hue not in sweep.axes:
-            raise plot.PlotError(f"-x {hue!r}: expected an axis of the sweep: {', '.join(sweep.axes)}")
-        others = [a for a in sweep.axes if a not in (hue, "seed")]
-        chosen = _first_slice(runs, others)
-        shown = ", ".join(plot.facet_title(a, chosen[a].iloc[0]) for a in others)
-        figure = plot.observables(traj[traj.run_id.isin(chosen.run_id)], chosen, columns, hue=hue,
-                                  title=f"{title}\n{shown}" if title else shown)
+        hue = _axis_of(sweep, x or "depth")
+        chosen, heading = _slice_with_heading(runs, sweep, hue, title)
+        figure = plot.observables(traj[traj.run_id.isin(chosen.run_id)], chosen, columns, hue=hue, title=heading)
     elif kind == "pcs":
         traj = load_trajectories(folder)
-        if not any(c.startswith("pc_distance_") for c in traj.columns):
+        if not store.vector_columns(traj, "pc_distance"):
             raise plot.PlotError(f"{folder}: the pcs figure needs pc_distance columns (model linear_net)")
-        hue = x or "depth"
-        others = [a for a in sweep.axes if a not in (hue, "seed")]
-        chosen = _first_slice(runs[~runs.diverged], others)
-        if chosen.empty:
-            raise plot.PlotError(f"{folder}: every run diverged; nothing to draw")
-        shown = ", ".join(plot.facet_title(a, chosen[a].iloc[0]) for a in others)
-        figure = plot.pc_profile(traj[traj.run_id.isin(chosen.run_id)], chosen, hue=hue,
-                                 title=f"{title}\n{shown}" if title else shown)
+        hue = _axis_of(sweep, x or "depth")
+        chosen, heading = _slice_with_heading(runs[~runs.diverged], sweep, hue, title)
+        figure = plot.pc_profile(traj[traj.run_id.isin(chosen.run_id)], chosen, hue=hue, title=heading)
     elif kind == "pc_curves":
         rates = pc_rates(folder)
         depth, lr = rates.depth.min(), rates.lr.min()
         rates = rates[(rates.depth == depth) & (rates.lr == lr)].set_index("j")
         directions = [j for j in PC_CURVES if j in rates.index]
-        chosen = _first_slice(runs[~runs.diverged], [a for a in sweep.axes if a != "seed"])
+        chosen, heading = _slice_with_heading(runs[~runs.diverged], sweep, None, title)
         traj = load_trajectories(folder)
-        shown = ", ".join(plot.facet_title(a, chosen[a].iloc[0]) for a in sweep.axes if a != "seed")
         figure = plot.pc_curves(traj[traj.run_id.isin(chosen.run_id)], chosen, directions,
-                                {j: np.exp(-rates.predicted[j]) for j in directions},
-                                title=f"{title}\n{shown}" if title else shown)
+                                {j: np.exp(-rates.predicted[j]) for j in directions}, title=heading)
     elif kind == "pc_rates":
         figure = plot.pc_rates(pc_rates(folder).dropna(subset=["rate"]), title=title)
     elif kind == "heatmap" and (x, y) == ("r", "depth"):
@@ -487,6 +475,28 @@ def _two_axes(sweep: Sweep, x: str, y: str) -> tuple[str, str]:
     if x == y:
         raise PlotError(f"--x and --y are both {x!r}: a figure needs two different axes")
     return x, y
+
+
+def _axis_of(sweep: Sweep, name: str) -> str:
+    """`name` if it is an axis of the sweep, else a PlotError naming the axes (the -x option)."""
+    from dlsweep.plot import PlotError
+
+    if name not in sweep.axes:
+        raise PlotError(f"-x {name!r}: expected an axis of the sweep: {', '.join(sweep.axes)}")
+    return name
+
+
+def _slice_with_heading(runs: pd.DataFrame, sweep: Sweep, kept: str | None, title: str | None) -> tuple[pd.DataFrame, str]:
+    """The runs at the first value of every axis but `kept` and `seed`, and a figure heading: the
+    `title` (if any) over those axes' values."""
+    from dlsweep.plot import PlotError, facet_title
+
+    others = [a for a in sweep.axes if a not in (kept, "seed")]
+    chosen = _first_slice(runs, others)
+    if chosen.empty:
+        raise PlotError(f"{sweep.source}: every run diverged; nothing to draw")
+    shown = ", ".join(facet_title(a, chosen[a].iloc[0]) for a in others)
+    return chosen, f"{title}\n{shown}" if title else shown
 
 
 def _first_slice(frame: pd.DataFrame, axes: list[str]) -> pd.DataFrame:

@@ -8,7 +8,7 @@ A trajectory's life, all inside one compiled program:
     _steps_with_hits               the same steps with the first-hitting steps updated after each
     settle                         the check at a block's end: diverged -> restored to the block's
                                    start and frozen; converged -> frozen
-    record                         (loss, sigma) at a recorded step
+    record                         (loss, everything the model observes) at a recorded step
     chunk_task                     the shared task plus the data the model draws per `seed` value
                                    (once, unbatched, when the chunk has one seed; once per seed when
                                    the chunk is whole cycles of the seed axis; else per trajectory)

@@ -19,7 +19,7 @@ from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
 
 from dlsweep.analysis import incremental, theory  # noqa: E402
-from dlsweep.store import level_name  # noqa: E402
+from dlsweep.store import level_name, vector_columns  # noqa: E402
 
 class PlotError(ValueError):
     """A figure that cannot be drawn as asked; the message names the option and what was expected."""
@@ -216,7 +216,7 @@ def pc_profile(traj: pd.DataFrame, runs: pd.DataFrame, hue: str = "depth", shown
     (log-spaced, a sequential colour each): top row the mean over seeds, bottom row its standard
     deviation; one column per value of `hue`."""
     data = traj.merge(runs, on="run_id")
-    columns = sorted((c for c in traj.columns if c.startswith("pc_distance_")), key=lambda c: int(c.rsplit("_", 1)[1]))
+    columns = vector_columns(traj, "pc_distance")
     index = np.arange(1, len(columns) + 1)
     values = sorted(data[hue].unique())
     recorded = np.sort(data["step"].unique())
@@ -243,6 +243,17 @@ def pc_profile(traj: pd.DataFrame, runs: pd.DataFrame, hue: str = "depth", shown
     return fig
 
 
+def _relative_curve(ax, traj: pd.DataFrame, column: str, colour, label: str) -> np.ndarray:
+    """Draw a column relative to each run's value at step 0, mean over the runs (seeds) with a band
+    of +- one standard deviation kept above 1e-3 of the mean (for log axes); returns the steps."""
+    start = traj[traj.step == 0].set_index("run_id")[column]
+    step, mean, spread = _over_repetitions(traj.assign(**{column: traj[column] / traj.run_id.map(start)}), column)
+    ax.plot(step, mean, color=colour, lw=1.3, label=label)
+    if spread is not None:
+        ax.fill_between(step, np.maximum(mean - spread, mean * 1e-3), mean + spread, color=colour, alpha=0.25, lw=0)
+    return step
+
+
 def pc_curves(traj: pd.DataFrame, runs: pd.DataFrame, directions: list[int], predicted: dict[int, np.ndarray] | None = None,
               width: float = SINGLE * 1.4, title: str | None = None) -> plt.Figure:
     """Hacohen & Weinshall's Figure 2 (left): the distance to the optimum along a few principal
@@ -251,12 +262,8 @@ def pc_curves(traj: pd.DataFrame, runs: pd.DataFrame, directions: list[int], pre
     |1 - lr N lambda_j|) adds eq. 10's lambda^s as a dashed line."""
     fig, ax = plt.subplots(figsize=(width, 2.8), layout="constrained")
     for n, j in enumerate(directions):
-        column, colour = f"pc_distance_{j}", OKABE_ITO[n % len(OKABE_ITO)]
-        start = traj[traj.step == 0].set_index("run_id")[column]
-        step, mean, spread = _over_repetitions(traj.assign(**{column: traj[column] / traj.run_id.map(start)}), column)
-        ax.plot(step, mean, color=colour, lw=1.3, label=f"$j$ = {j + 1}")
-        if spread is not None:
-            ax.fill_between(step, np.maximum(mean - spread, mean * 1e-3), mean + spread, color=colour, alpha=0.25, lw=0)
+        colour = OKABE_ITO[n % len(OKABE_ITO)]
+        step = _relative_curve(ax, traj, f"pc_distance_{j}", colour, f"$j$ = {j + 1}")
         if predicted is not None:
             ax.plot(step, predicted[j] ** step.astype(float), color=colour, lw=0.9, ls="--")
     if predicted is not None:
@@ -301,12 +308,7 @@ def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], col
     fig, axes = plt.subplots(1, len(panels), figsize=(width, 2.6), sharey=True, squeeze=False, layout="constrained")
     for ax, (panel, lines) in zip(axes[0], panels):
         for n, (label, traj) in enumerate(lines):
-            colour = OKABE_ITO[n % len(OKABE_ITO)]
-            start = traj[traj.step == 0].set_index("run_id")[column]
-            step, mean, spread = _over_repetitions(traj.assign(**{column: traj[column] / traj.run_id.map(start)}), column)
-            ax.plot(step, mean, color=colour, lw=1.3, label=label)
-            if spread is not None:
-                ax.fill_between(step, np.maximum(mean - spread, mean * 1e-3), mean + spread, color=colour, alpha=0.25, lw=0)
+            _relative_curve(ax, traj, column, OKABE_ITO[n % len(OKABE_ITO)], label)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(panel, fontsize=8)

@@ -283,6 +283,11 @@ def hit_columns(n_values: int, levels) -> list[str]:
     return [f"hit_{i}_{level_name(level)}" for i in range(n_values) for level in levels]
 
 
+def vector_columns(frame: pd.DataFrame, name: str) -> list[str]:
+    """The columns `name_0`, `name_1`, ... that a recorded vector `name` became, in index order."""
+    return sorted((c for c in frame.columns if re.fullmatch(rf"{name}_\d+", c)), key=lambda c: int(c.rsplit("_", 1)[1]))
+
+
 def selection_order(chosen: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per run, the features the model selected in the order it selected them (ties by index)
     and the steps it did, from the (B, n) first-selection steps (-1: never selected)."""
@@ -327,10 +332,11 @@ def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], 
                     "step": np.minimum(steps[None, :], runs["steps_run"][:, None])[shown],
                     "loss": loss.T[shown].astype(np.float64)}
     for name, values in observed.items():
-        if values.ndim == 2:
+        if values.ndim == 2:                                        # (R, B): a scalar per step
             trajectories[name] = values.T[shown].astype(np.float64)
-        for i in range(values.shape[2] if values.ndim == 3 else 0):
-            trajectories[f"{name}_{i}"] = values[:, :, i].T[shown].astype(np.float64)
+        else:                                                       # (R, B, n): a vector per step
+            for i in range(values.shape[2]):
+                trajectories[f"{name}_{i}"] = values[:, :, i].T[shown].astype(np.float64)
     return pd.DataFrame(runs), pd.DataFrame(trajectories)
 
 

@@ -343,13 +343,19 @@ def _linear_net_targets(task: dict) -> tuple[float, ...] | None:
     if task["shuffle"] or (task["data"] == "spectrum" and task["examples"] > 0):
         return None
     if task["data"] == "spectrum":
-        lam, w_true = np.asarray(task["eigenvalues"]), np.zeros((task["d"], task["p"]))
-        w_true[np.arange(task["p"]), np.arange(task["p"])] = task["w_true"]
-        w_opt = np.sqrt(lam)[:, None] * w_true if task["whiten"] else w_true
+        w_true = _true_map(task)
+        w_opt = np.sqrt(task["eigenvalues"])[:, None] * w_true if task["whiten"] else w_true
     else:
         x, y = digits(task["examples"])
         w_opt = _least_squares(x, y, task["whiten"])
     return tuple(float(v) for v in np.linalg.svd(w_opt, compute_uv=False))
+
+
+def _true_map(task: dict) -> np.ndarray:
+    """W* of spectrum data: d x p with `w_true` on its diagonal."""
+    w_true = np.zeros((task["d"], task["p"]))
+    w_true[np.arange(task["p"]), np.arange(task["p"])] = task["w_true"]
+    return w_true
 
 
 def _least_squares(x: np.ndarray, y: np.ndarray, whiten: bool) -> np.ndarray:
@@ -377,7 +383,5 @@ def make_linear_net(sweep) -> dict:
     if task["data"] == "autoencoder":     # Gidel's fixed B, entries U[0, 1], from the sweep's seed
         arrays["basis"] = np.random.default_rng(sweep.seed).uniform(size=(task["d"], len(task["eigenvalues"])))
     if task["data"] == "spectrum":
-        w_true = np.zeros((task["d"], task["p"]))
-        w_true[np.arange(task["p"]), np.arange(task["p"])] = task["w_true"]
-        arrays["w_true"] = w_true
+        arrays["w_true"] = _true_map(task)
     return _arrays(sweep, arrays)

@@ -180,8 +180,7 @@ class LinearNet:
 
     def loss(self, params, hp, task):
         """1/2 tr(W^T Sigma_x W) - tr(W^T Sigma_xy) + 1/(2n) ||Y||^2 (module docstring)."""
-        w = self.product(params, hp["depth"])
-        return 0.5 * jnp.sum(w * (task["sigma_x"] @ w - 2.0 * task["sigma_xy"])) + task["offset"]
+        return _loss_of(self.product(params, hp["depth"]), task)
 
     def observe(self, params, hp, task):
         """The k largest singular values of W, its nuclear norm, its reconstruction error and its
@@ -191,7 +190,12 @@ class LinearNet:
         along = task["pcs"].T @ (w - task["w_opt"])
         optimum = task["offset"] - 0.5 * jnp.sum(task["w_opt"] * task["sigma_xy"])
         return {"sigma": singular[: self.k], "nuclear_norm": jnp.sum(singular), "norm_squared": jnp.sum(w * w),
-                "excess_loss": self.loss(params, hp, task) - optimum,
+                "excess_loss": _loss_of(w, task) - optimum,
                 "reconstruction_error": jnp.linalg.norm(w - task["w_ref"], ord=2),
                 "pc_distance": jnp.sqrt(jnp.sum(along * along, axis=1)),
                 "rank_distance": jnp.sqrt(jnp.sum((w - task["reduced_rank"]) ** 2, axis=(1, 2)))}
+
+
+def _loss_of(w, task):
+    """The loss of the end-to-end map W from the statistics (module docstring)."""
+    return 0.5 * jnp.sum(w * (task["sigma_x"] @ w - 2.0 * task["sigma_xy"])) + task["offset"]
