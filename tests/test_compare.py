@@ -12,8 +12,6 @@ import pytest
 
 from dlsweep import compare, spec
 
-pytest.importorskip("sklearn")
-
 
 def dictionary(rows: int = 80, atoms: int = 1000, seed: int = 0) -> np.ndarray:
     """A Gaussian (rows x atoms) matrix with unit-norm columns (NumPy's generator)."""
