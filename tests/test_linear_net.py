@@ -1,14 +1,15 @@
-"""linear_net's edges: a grid of depth 1 alone, the autoencoder's targets, and the errors of its
-[task] keys and figure options."""
+"""linear_net's edges: a grid of depth 1 alone, the autoencoder's targets, the errors of its
+[task] keys and figure options, and the per-PC spread over seeds (`api.pc_spread`, `dlsweep pcs`)."""
 
 from __future__ import annotations
 
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from dlsweep import api, spec
+from dlsweep import api, cli, spec
 from dlsweep.analysis import theory
 from dlsweep.plot import PlotError
 
@@ -84,3 +85,47 @@ def test_figure_options_name_what_was_wrong(depth_one, kind, options, message):
     """A figure asked of a missing axis or an unrecorded column is a PlotError that names it."""
     with pytest.raises(PlotError, match=re.escape(message)):
         api.plot_run(depth_one, kind=kind, **options)
+
+
+def test_pc_spread_contracts_by_each_directions_factor(tmp_path):
+    """The spread over seeds per principal direction (`api.pc_spread`, Hacohen's std over networks).
+    At depth 1, GD moves W - W_opt by (I - lr Sigma_x) each step (Gidel's eq. 21), so the distance
+    along u_j of every seed is |1 - lr lambda_j|^s times its distance at step 0, and so are the mean
+    and standard deviation over seeds. Expected (Sigma_x = diag(1, 0.5, 0.1), Gaussian init of
+    scale 0.5, lr 0.1, 5 seeds, float64): mean and std at each recorded step equal 0.9^s, 0.95^s and
+    0.99^s times those at step 0 to 1e-9 relative + 1e-15 (the rounding of W - W_opt, ~ eps ||W_opt||,
+    once direction 1 has shrunk to 1e-9); at step 0 they equal NumPy's mean and std
+    (ddof 1) of the recorded pc_distance_j; seeds = 5."""
+    sweep = spec.resolve({"name": "spread", "model": "linear_net", "steps": 200, "dtype": "float64",
+                          "task": {"data": "spectrum", "eigenvalues": [1.0, 0.5, 0.1], "w_true": [1.0, 0.5]},
+                          "axes": {"depth": [1], "sigma0": [0.5], "lr": [0.1], "seed": [0, 1, 2, 3, 4]},
+                          "record": {"points": 12}, "stop": {"rel_loss": 0.0}})
+    api.run(sweep, out=tmp_path, progress_bar=False)
+    spread = api.pc_spread(tmp_path)
+    assert (spread.seeds == 5).all() and sorted(spread.j.unique()) == [0, 1, 2]
+    start = spread[spread.step == 0].set_index("j")
+    first = api.load_trajectories(tmp_path).query("step == 0")
+    for j in range(3):
+        assert start.loc[j, "mean"] == pytest.approx(first[f"pc_distance_{j}"].mean(), rel=1e-12)
+        assert start.loc[j, "std"] == pytest.approx(first[f"pc_distance_{j}"].std(ddof=1), rel=1e-12)
+    factor = spread.j.map({0: 0.9, 1: 0.95, 2: 0.99}) ** spread.step
+    for column in ("mean", "std"):
+        np.testing.assert_allclose(spread[column], factor * spread.j.map(start[column]), rtol=1e-9, atol=1e-15)
+
+
+def test_pcs_command_prints_and_writes_the_tables(depth_one, tmp_path, capsys):
+    """`dlsweep pcs DIR` prints the spread at the last step every seed recorded and writes the whole
+    table with -o (the same rows as api.pc_spread); --rates prints the per-PC rates beside eq. 10's;
+    any other file ending is an error that names -o."""
+    out = tmp_path / "spread.csv"
+    assert cli.main(["pcs", str(depth_one), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "mean" in printed and f"written to {out}" in printed
+    expected = api.pc_spread(depth_one)
+    written = pd.read_csv(out)
+    assert len(written) == len(expected) and list(written.columns) == list(expected.columns)
+    np.testing.assert_allclose(written["mean"], expected["mean"], rtol=1e-12)
+    assert cli.main(["pcs", str(depth_one), "--rates"]) == 0
+    assert "predicted" in capsys.readouterr().out
+    assert cli.main(["pcs", str(depth_one), "-o", str(tmp_path / "spread.txt")]) == 2
+    assert "-o " in capsys.readouterr().err

@@ -19,7 +19,7 @@ QUICK_LIMIT_S = 60
 
 def run_folders(result) -> list:
     variants = reproduce.REPRODUCTIONS[result.name].variants
-    return [result.folder / v for v, _, _ in variants] if variants else [result.folder]
+    return [result.folder / v.folder for v in variants] if variants else [result.folder]
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)

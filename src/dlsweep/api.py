@@ -232,11 +232,23 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
                          sigma_star_j=targets[table.j], s=s, f=f)
     first = ["i", "j", "r", "sigma_star_i", "sigma_star_j", "s", "f", *cells]
     table = table[first + [c for c in table.columns if c not in first]]
-    if sweep.model == "toy" and "depth" in table:
-        table = incremental.theory_columns(table, sigma_star, s, f, max(sigma_star))
+    table = _with_theory(table, sweep, cells, sigma_star, s, f)
     if write:
         store.write_table(folder / THRESHOLDS_FILE, table)
     return table
+
+
+def _with_theory(table: pd.DataFrame, sweep: Sweep, cells: list[str], sigma_star, s: float, f: float) -> pd.DataFrame:
+    """Gissin et al.'s theory beside the rows whose runs follow the toy model's dynamics, with
+    `toy_lr`, the toy's equivalent step (`Family.toy_lr`; NaN where they do not; left out where it
+    is the run's own lr everywhere, as for the toy); unchanged where no row does."""
+    family = models.FAMILIES[sweep.model]
+    toy_lr = np.array([family.toy_lr(sweep.task, cell) for cell in table[cells].to_dict("records")], dtype=float)
+    if "depth" not in table or np.isnan(toy_lr).all():
+        return table
+    if not np.array_equal(toy_lr, table.lr.to_numpy(float)):
+        table = table.assign(toy_lr=toy_lr)
+    return incremental.theory_columns(table, sigma_star, s, f, max(sigma_star))
 
 
 def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: float, rtol: float) -> pd.DataFrame:
@@ -338,11 +350,13 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
              color: str | None = None, pair: tuple[int, int] | None = None, s: float = 0.05, f: float = 0.95,
              out: str | Path | None = None, title: str | None = None) -> list[Path]:
     """Draw one figure of a run folder; it lands in `DIR/figures/<kind>[...].png` and at `out`
-    (trajectories, observables, pcs, pc_curves, pc_rates: under `title`, if given).
+    (trajectories, observables, pcs, pc_curves, pc_rates, heatmap of sigma0: under `title`, if given).
 
     heatmap: x (default sigma0) by y (default depth), colour `status` of `pair` (default the two
     largest targets) or a numeric column (`log_hit_ratio`, `final_loss`, ...), with the measured
-    threshold, gf_exact and the Theorem 2 band over it; x by y = r by depth with colour
+    threshold, gf_exact and the Theorem 2 band over it (where the runs follow the toy model's
+    dynamics); over a seed axis, by default the share of seeds that learn incrementally, with the
+    median threshold and its range; x by y = r by depth with colour
     `log10_sigma0_th` maps the thresholds themselves. trajectories: sigma_i(t) faceted by sigma0 x
     depth (repetitions over seeds as mean and spread). thresholds: sigma0_th against r per depth.
     lr: sigma0_th against lr at N = 2. correlation: the final predictor's correlation with the
@@ -409,12 +423,12 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         chosen, heading = _slice_with_heading(runs, sweep, hue, title)
         figure = plot.observables(traj[traj.run_id.isin(chosen.run_id)], chosen, columns, hue=hue, title=heading)
     elif kind == "pcs":
-        traj = load_trajectories(folder)
-        if not store.vector_columns(traj, "pc_distance"):
+        if not store.vector_columns(load_trajectories(folder), "pc_distance"):
             raise plot.PlotError(f"{folder}: the pcs figure needs pc_distance columns (model linear_net)")
         hue = _axis_of(sweep, x or "depth")
-        chosen, heading = _slice_with_heading(runs[~runs.diverged], sweep, hue, title)
-        figure = plot.pc_profile(traj[traj.run_id.isin(chosen.run_id)], chosen, hue=hue, title=heading)
+        _, heading = _slice_with_heading(runs[~runs.diverged], sweep, hue, title)
+        figure = plot.pc_profile(_first_slice(pc_spread(folder), [a for a in sweep.axes if a not in (hue, "seed")]),
+                                 hue=hue, title=heading)
     elif kind == "pc_curves":
         rates = pc_rates(folder)
         depth, lr = rates.depth.min(), rates.lr.min()
@@ -439,13 +453,19 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         if color is not None and color not in frame:
             numeric = [c for c in frame.columns if frame[c].dtype.kind in "fi" and c not in sweep.axes]
             raise plot.PlotError(f"--color {color!r}: expected status or a numeric column: {', '.join(numeric)}")
-        other = [a for a in sweep.axes if a not in (x, y)]
+        seeds = color is None and "seed" in sweep.axes and "seed" not in (x, y)    # colour: the share of seeds
+        other = [a for a in sweep.axes if a not in (x, y) and not (seeds and a == "seed")]
         frame = _first_slice(frame, other)
         table = _thresholds_for(folder, s, f, [pair])
         table = _first_slice(table[(table.i == pair[0]) & (table.j == pair[1])], other)
-        figure = plot.heatmap(frame, x, y, color or "status", thresholds=table if x == "sigma0" else None,
-                              title=f"pair ({pair[0]}, {pair[1]}): $\\sigma^*$ = {sigma_star[pair[0]]:g} vs "
-                                    f"{sigma_star[pair[1]]:g}, (s, f) = ({s:g}, {f:g})")
+        heading = (f"pair ({pair[0]}, {pair[1]}): $\\sigma^*$ = {sigma_star[pair[0]]:g} vs {sigma_star[pair[1]]:g}, "
+                   f"(s, f) = ({s:g}, {f:g})")
+        if seeds:
+            frame = incremental.over_seeds(frame, [x, y])
+            table = incremental.thresholds_over_seeds(table, [y])
+            heading += f", {len(sweep.axes['seed'])} seeds"
+        figure = plot.heatmap(frame, x, y, "incremental_fraction" if seeds else color or "status",
+                              thresholds=table if x == "sigma0" else None, title=f"{title}\n{heading}" if title else heading)
         name = f"heatmap-{x}-{y}"
     elif kind == "thresholds":
         table = _thresholds_for(folder, s, f, None)
@@ -475,6 +495,26 @@ def _two_axes(sweep: Sweep, x: str, y: str) -> tuple[str, str]:
     if x == y:
         raise PlotError(f"--x and --y are both {x!r}: a figure needs two different axes")
     return x, y
+
+
+def pc_spread(folder: str | Path) -> pd.DataFrame:
+    """The spread over networks of the distance to the optimum along each principal direction
+    (Hacohen & Weinshall, Figure 4's std over networks): per cell of the axes other than `seed`,
+    recorded step and direction j, the `mean`, standard deviation `std` (ddof 1; NaN for one seed)
+    and count `seeds` of pc_distance_j over the seeds' runs that did not diverge (a run that
+    converged early stops counting after its last recorded step)."""
+    folder = Path(folder)
+    sweep = spec_module.load(_spec_file(folder))
+    runs, traj = load(folder), load_trajectories(folder)
+    columns = store.vector_columns(traj, "pc_distance")
+    if not columns:
+        raise incremental.ThresholdError(f"{folder}: the per-PC spread needs pc_distance columns (model linear_net)")
+    cells = [a for a in sweep.axes if a != "seed"]
+    data = traj[["run_id", "step", *columns]].merge(runs.loc[~runs.diverged, ["run_id", *cells]], on="run_id")
+    distances = data.melt(id_vars=[*cells, "step"], value_vars=columns, var_name="j", value_name="distance")
+    distances["j"] = distances.j.str.rsplit("_", n=1).str[1].astype(int)
+    return (distances.groupby([*cells, "step", "j"], as_index=False)
+            .agg(mean=("distance", "mean"), std=("distance", "std"), seeds=("distance", "size")))
 
 
 def _axis_of(sweep: Sweep, name: str) -> str:
@@ -520,7 +560,7 @@ def _thresholds_for(folder: Path, s: float, f: float, pairs) -> pd.DataFrame:
     path = folder / THRESHOLDS_FILE
     if path.exists():
         table = pd.read_parquet(path)
-        if len(table) and {"s", "f", "sigma_star_j", "gf_exact"} <= set(table) and table.s.iloc[0] == s and table.f.iloc[0] == f:
+        if len(table) and {"s", "f", "sigma_star_j"} <= set(table) and table.s.iloc[0] == s and table.f.iloc[0] == f:
             if pairs in (None, "all") or set(map(tuple, pairs)) <= set(zip(table.i, table.j)):
                 return table
     return thresholds(folder, s=s, f=f, pairs=pairs or "adjacent", method="grid", write=False)

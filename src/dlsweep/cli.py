@@ -1,5 +1,5 @@
-"""Command line: `dlsweep run | submit | thresholds | plot | reproduce | show | models`. A thin
-shell over `dlsweep.api`."""
+"""Command line: `dlsweep run | submit | thresholds | pcs | plot | reproduce | show | models`. A
+thin shell over `dlsweep.api`."""
 
 from __future__ import annotations
 
@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     th.add_argument("--method", choices=("grid", "bisect"), default="grid",
                     help="grid: read off the sigma0 axis; bisect: refine by batched bisection in ln sigma0")
     th.add_argument("--rtol", type=float, default=1e-4, help="bisection: relative width of the final bracket")
+
+    pc = verbs.add_parser("pcs", help="per principal direction (linear_net): the spread over seeds, or convergence rates")
+    pc.add_argument("folder", help="a run folder of linear_net, e.g. runs/hacohen-fig4/natural")
+    pc.add_argument("--rates", action="store_true",
+                    help="measured convergence rates beside eq. 10's prediction (default: mean and std over seeds)")
+    pc.add_argument("-o", "--out", help="write the whole table here (.csv or .parquet)")
 
     pl = verbs.add_parser("plot", help="draw a figure of a run (also saved under DIR/figures/)")
     pl.add_argument("folder", help="a run folder")
@@ -117,7 +123,7 @@ def _pairs(text: str):
         raise argparse.ArgumentTypeError(f"expected adjacent, all, or pairs like 0-1,1-2; got {text!r}") from None
 
 
-THRESHOLD_COLUMNS = ["i", "j", "r", "sigma0_th", "gf_exact", "rel_error", "thm2_lower", "thm2_upper",
+THRESHOLD_COLUMNS = ["i", "j", "r", "toy_lr", "sigma0_th", "gf_exact", "rel_error", "thm2_lower", "thm2_upper",
                      "thm2_upper_valid", "thm3_lower", "thm3_upper", "monotone", "n_undecided", "status"]
 
 
@@ -137,6 +143,26 @@ def _thresholds(args) -> int:
               "N >= 3 upper bound (thm2_printed_violated)")
     print(f"(s, f) = ({args.s:g}, {args.f:g}), method {args.method}; written to "
           f"{args.folder.rstrip('/')}/{api.THRESHOLDS_FILE}")
+    return 0
+
+
+TABLE_SUFFIXES = (".csv", ".parquet")
+
+
+def _pcs(args) -> int:
+    if args.out and not args.out.lower().endswith(TABLE_SUFFIXES):
+        raise StoreError(f"-o {args.out}: expected a file ending in {' or '.join(TABLE_SUFFIXES)}")
+    table = api.pc_rates(args.folder) if args.rates else api.pc_spread(args.folder)
+    shown = table
+    if not args.rates:       # per cell, the last step that every seed recorded
+        cells = [c for c in table.columns if c not in ("step", "j", "mean", "std", "seeds")]
+        whole = table[table.seeds == table.groupby(cells).seeds.transform("max")]
+        shown = whole[whole.step == whole.groupby(cells).step.transform("max")]
+    with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_rows", None):
+        print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if args.out:
+        (table.to_csv(args.out, index=False) if args.out.lower().endswith(".csv") else table.to_parquet(args.out, index=False))
+        print(f"written to {args.out} ({len(table)} rows)")
     return 0
 
 
@@ -204,8 +230,8 @@ def _models(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        verbs = {"run": _run, "submit": _submit, "thresholds": _thresholds, "plot": _plot, "reproduce": _reproduce,
-                 "show": _show, "models": _models}
+        verbs = {"run": _run, "submit": _submit, "thresholds": _thresholds, "pcs": _pcs, "plot": _plot,
+                 "reproduce": _reproduce, "show": _show, "models": _models}
         return verbs[args.verb](args)
     except (SpecError, StoreError, ThresholdError, PlotError) as err:
         print(f"dlsweep: error: {err}", file=sys.stderr)

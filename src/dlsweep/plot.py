@@ -7,6 +7,7 @@ diverged trajectories are drawn grey and hatched, never in a colour of the data 
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib
 
@@ -19,7 +20,7 @@ from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
 
 from dlsweep.analysis import incremental, theory  # noqa: E402
-from dlsweep.store import level_name, vector_columns  # noqa: E402
+from dlsweep.store import level_name  # noqa: E402
 
 class PlotError(ValueError):
     """A figure that cannot be drawn as asked; the message names the option and what was expected."""
@@ -27,6 +28,7 @@ class PlotError(ValueError):
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 MISSING = "#d9d9d9"
+TITLE_CHARACTERS = 68        # a single-column figure's title wraps at this many characters
 SINGLE, DOUBLE = 3.4, 7.0                       # paper column widths, inches
 LABELS = {"sigma0": r"initialization scale $\sigma_0$", "depth": r"depth $N$", "lr": r"learning rate $\eta$",
           "r": r"target ratio $r = \sigma^*_i / \sigma^*_j$", "seed": "seed",
@@ -108,12 +110,17 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
         handles += [plt.Line2D([], [], color="0.3", ls="--"), plt.Line2D([], [], color="0.3", ls="-.")]
         labels += [rf"$f\sigma^*$ = {f * sigma_star[pair[0]]:g} (f = {f:g})",
                    rf"$s\sigma^*$ = {s * sigma_star[pair[1]]:g} (s = {s:g})"]
-    if repeated:
-        handles.append(Patch(color="0.6", alpha=0.5))
-        labels.append(f"mean $\\pm$ 1 std over {data['seed'].nunique()} seeds")
-    fig.legend(handles, labels, loc="outside upper center", ncol=min(6, len(labels)), fontsize=7, frameon=False,
-               title=title, title_fontsize=9)
+    _legend_on_top(fig, handles, labels, data["seed"].nunique() if repeated else 1, title)
     return fig
+
+
+def _legend_on_top(fig, handles: list, labels: list, seeds: int, title: str | None) -> None:
+    """The figure's legend above its panels (a second row past five entries), with the band of
+    mean +- 1 std where there are several seeds."""
+    if seeds > 1:
+        handles, labels = [*handles, Patch(color="0.6", alpha=0.5)], [*labels, f"mean $\\pm$ 1 std over {seeds} seeds"]
+    fig.legend(handles, labels, loc="outside upper center", ncol=len(labels) if len(labels) <= 5 else math.ceil(len(labels) / 2),
+               fontsize=7, frameon=False, title=title, title_fontsize=9)
 
 
 def _ordinal(n: int) -> str:
@@ -200,36 +207,28 @@ def observables(traj: pd.DataFrame, runs: pd.DataFrame, columns: list[str], hue:
         ax.set_ylabel(OBSERVABLE_LABELS.get(column, column.replace("_", " ")), fontsize=8)
         ax.set_xlabel(r"time $t = \eta \cdot$ step" if time == "lr" else "GD step", fontsize=8)
         ax.tick_params(which="both", labelsize=7)
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    if "seed" in data and data["seed"].nunique() > 1:
-        handles.append(Patch(color="0.6", alpha=0.5))
-        labels.append(f"mean $\\pm$ 1 std over {data['seed'].nunique()} seeds")
-    fig.legend(handles, labels, loc="outside upper center", ncol=min(6, len(labels)), fontsize=7, frameon=False,
-               title=title, title_fontsize=9)
+    _legend_on_top(fig, *axes[0, 0].get_legend_handles_labels(), data["seed"].nunique() if "seed" in data else 1, title)
     return fig
 
 
-def pc_profile(traj: pd.DataFrame, runs: pd.DataFrame, hue: str = "depth", shown: int = 5,
-               width: float = DOUBLE, title: str | None = None) -> plt.Figure:
-    """Hacohen & Weinshall's Figure 4: the distance of W's coordinates along each principal
-    direction j to the optimum's (`pc_distance_j`) against j, at `shown` recorded steps
-    (log-spaced, a sequential colour each): top row the mean over seeds, bottom row its standard
-    deviation; one column per value of `hue`."""
-    data = traj.merge(runs, on="run_id")
-    columns = vector_columns(traj, "pc_distance")
-    index = np.arange(1, len(columns) + 1)
-    values = sorted(data[hue].unique())
-    recorded = np.sort(data["step"].unique())
+def pc_profile(spread: pd.DataFrame, hue: str = "depth", shown: int = 5, width: float = DOUBLE,
+               title: str | None = None) -> plt.Figure:
+    """Hacohen & Weinshall's Figure 4 from an `api.pc_spread` table: the distance of W's
+    coordinates along each principal direction j to the optimum's against j, at `shown` recorded
+    steps (log-spaced, a sequential colour each): top row the mean over seeds, bottom row its
+    standard deviation (0 for one seed); one column per value of `hue`."""
+    values = sorted(spread[hue].unique())
+    recorded = np.sort(spread["step"].unique())
     picks = np.unique(np.searchsorted(recorded, np.geomspace(1, recorded[-1], shown - 1)).clip(0, len(recorded) - 1))
     steps = np.concatenate([[recorded[0]], recorded[picks]])
     colours = plt.get_cmap("cividis")(np.linspace(0.0, 0.9, len(steps)))
     fig, axes = plt.subplots(2, len(values), figsize=(width, 4.4), sharex=True, squeeze=False, layout="constrained")
     for c_i, value in enumerate(values):
-        rows = data[data[hue] == value]
+        rows = spread[spread[hue] == value]
         for step, colour in zip(steps, colours):
-            at = rows[rows["step"] == step][columns]
-            axes[0, c_i].plot(index, at.mean().to_numpy(), color=colour, lw=1.2, label=f"step {step:,}")
-            axes[1, c_i].plot(index, at.std().to_numpy() if len(at) > 1 else np.zeros(len(index)), color=colour, lw=1.2)
+            at = rows[rows["step"] == step].sort_values("j")
+            axes[0, c_i].plot(at.j + 1, at["mean"], color=colour, lw=1.2, label=f"step {step:,}")
+            axes[1, c_i].plot(at.j + 1, at["std"].fillna(0.0), color=colour, lw=1.2)
         axes[0, c_i].set_title(facet_title(hue, value), fontsize=8)
         for ax in axes[:, c_i]:
             ax.set_yscale("log")
@@ -369,9 +368,11 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
                   Patch(facecolor=MISSING, hatch="///", edgecolor="white", label="undecided / diverged / none")]
     else:
         values = grid.to_numpy(float)
-        mesh = ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(values), cmap="viridis")
+        share = (0.0, 1.0) if color == "incremental_fraction" else (None, None)
+        mesh = ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(values), cmap="viridis", vmin=share[0], vmax=share[1])
         fig.colorbar(mesh, ax=ax, label=_quantity_label(color))
-        legend = [Patch(facecolor=MISSING, hatch="///", edgecolor="white", label="no data")]
+        missing = "no seed decided" if color == "incremental_fraction" else "no data"
+        legend = [Patch(facecolor=MISSING, hatch="///", edgecolor="white", label=missing)]
     ax.set_xscale("log" if x_log else "linear")
     ax.set_yscale("log" if y_log else "linear")
     if x_log:
@@ -386,7 +387,7 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
     ax.set_ylim(y_edges[0], y_edges[-1])
     ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize=7, frameon=False)
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title("\n".join(textwrap.fill(line, TITLE_CHARACTERS) for line in title.split("\n")), fontsize=9)
     return fig
 
 
@@ -394,7 +395,8 @@ def _quantity_label(name: str) -> str:
     return {"log_hit_ratio": r"$\log_{10}$(step $\sigma_j$ reaches $s\sigma^*_j$ / step $\sigma_i$ reaches $f\sigma^*_i$)",
             "sigma0_th": r"threshold $\sigma_0^{th}$",
             "log10_threshold_over_target": r"$\log_{10}(\sigma_0^{th} / \sigma^*_j)$",
-            "final_loss": "final loss"}.get(name, name)
+            "final_loss": "final loss",
+            "incremental_fraction": "share of seeds learning incrementally"}.get(name, name)
 
 
 def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarray, y_values: list) -> list:
@@ -405,7 +407,14 @@ def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarra
     index = np.array([y_values.index(v) for v in rows[y]], dtype=int)
     lo_edges, hi_edges = y_edges[index], y_edges[index + 1]
     handles = []
-    for col, style, label in (("sigma0_th", dict(color=OKABE_ITO[4], lw=2.6), "measured threshold"),
+    measured = "measured threshold"
+    if {"sigma0_th_min", "sigma0_th_max"} <= set(rows.columns):      # thresholds over seeds
+        measured = "median threshold over seeds"
+        style = dict(color="white", lw=1.2, marker="|", ms=8, mew=1.2)
+        for row, lo_e, hi_e in zip(rows.itertuples(), lo_edges, hi_edges):
+            ax.plot([row.sigma0_th_min, row.sigma0_th_max], [(lo_e + hi_e) / 2] * 2, **style)
+        handles.append(plt.Line2D([], [], **(style | {"color": "0.3"}), label="range of the seeds' thresholds"))
+    for col, style, label in (("sigma0_th", dict(color=OKABE_ITO[4], lw=2.6), measured),
                               ("gf_exact", dict(color="black", lw=1.2, ls="--"), "exact gradient flow")):
         if col not in rows:
             continue

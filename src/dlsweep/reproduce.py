@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import NamedTuple
 
 from dlsweep import api
 from dlsweep.store import StoreError
@@ -13,7 +14,16 @@ SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 
 
 _VALUES = {"kind": "trajectories", "x": "depth", "y": "sigma0"}    # the observed values over time
-TITLED = ("trajectories", "observables", "pcs", "pc_rates")         # figure kinds that take a variant's title
+TITLED = ("trajectories", "observables", "pcs", "pc_rates", "heatmap")         # figure kinds that take a variant's title
+
+
+class Variant(NamedTuple):
+    """One sweep of a reproduction made of several (e.g. with and without a bias)."""
+
+    folder: str                                 # its sub-folder
+    title: str
+    overrides: tuple[str, ...] = ()             # --set overrides of the bundled sweep
+    quick: tuple[str, ...] = ()                 # further ones of its small version (after the reproduction's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,8 +34,7 @@ class Reproduction:
     quick: tuple[str, ...]                      # --set overrides of the small version
     thresholds: dict | None                     # api.thresholds arguments, or None
     figures: tuple[dict, ...]                   # api.plot_run arguments, one figure each
-    variants: tuple[tuple[str, str, tuple[str, ...]], ...] = ()   # (sub-folder, title, --set overrides)
-    # of a figure made of several sweeps (e.g. with and without a bias); none: one sweep in the folder
+    variants: tuple[Variant, ...] = ()          # none: one sweep in the folder
     combined: tuple[str, tuple[tuple[str, tuple[str, ...]], ...]] | None = None   # (column, ((panel
     # title, its variants' sub-folders), ...)): one more figure with the variants side by side
 
@@ -78,14 +87,14 @@ REPRODUCTIONS = {r.name: r for r in (
         "gissin-fig4", "Gissin et al. 2020, Figure 4",
         "matrix sensing at depths 1-4: top-5 singular values against time, 1000 and 300 measurements",
         ("task.d=20", "steps=40000"), None, (_VALUES,),
-        variants=(("many-measurements", "1000 measurements", ()),
-                  ("few-measurements", "300 measurements", ("task.measurements=300",)))),
+        variants=(Variant("many-measurements", "1000 measurements"),
+                  Variant("few-measurements", "300 measurements", ("task.measurements=300",)))),
     Reproduction(
         "gissin-fig5", "Gissin et al. 2020, Figure 5",
         "quadratic network without / with a global bias, large / small data: top-5 eigenvalues, 3 seeds",
         ("steps=5000",), None, (_VALUES,),
-        variants=tuple((f"{bias}-{size}", f"{'with' if flag == 'true' else 'without'} a global bias, {n} examples",
-                        (f"task.bias={flag}", f"task.examples={n}"))
+        variants=tuple(Variant(f"{bias}-{size}", f"{'with' if flag == 'true' else 'without'} a global bias, {n} examples",
+                               (f"task.bias={flag}", f"task.examples={n}"))
                        for bias, flag in (("no-bias", "false"), ("bias", "true"))
                        for size, n in (("large-data", 1000), ("small-data", 100)))),
     Reproduction(
@@ -122,18 +131,30 @@ REPRODUCTIONS = {r.name: r for r in (
         "with the predicted rate; natural and ZCA-whitened data",
         ("steps=600", "task.width=32", "axes.seed=[0, 1, 2]", "record.points=40"), None,
         ({"kind": "pcs"}, {"kind": "pc_rates"}),
-        variants=(("natural", "natural digits", ()), ("whitened", "ZCA-whitened digits", ("task.whiten=true",)))),
+        variants=(Variant("natural", "natural digits"), Variant("whitened", "ZCA-whitened digits", ("task.whiten=true",)))),
     Reproduction(
         "hacohen-fig10", "Hacohen & Weinshall, Figure 10",
         "two-layer linear networks on 48 of the 8x8 digits, 10 seeds: excess loss with real and shuffled "
         "labels, before and after ZCA whitening (shuffled labels learn slower unless the data is whitened)",
         ("steps=1000", "task.width=32", "axes.seed=[0, 1, 2]"), None, (),
-        variants=tuple((f"{data}-{labels}", f"{labels} labels", overrides)
+        variants=tuple(Variant(f"{data}-{labels}", f"{labels} labels", overrides)
                        for data, whiten in (("natural", "false"), ("whitened", "true"))
                        for labels, overrides in (("real", (f"task.whiten={whiten}",)),
                                                  ("shuffled", (f"task.whiten={whiten}", "task.shuffle=true")))),
         combined=("excess_loss", (("natural digits", ("natural-real", "natural-shuffled")),
                                   ("ZCA-whitened digits", ("whitened-real", "whitened-shuffled"))))),
+    Reproduction(
+        "linear-net-phase", "Beyond the papers, deep linear networks",
+        "phase diagram over depth (1-5) x sigma0 of (0.05, 0.95)-incremental learning of W* = diag(1, 0.5, "
+        "0.25) on Sigma_x = I: the aligned init on the toy model's exact gradient-flow curve, and small "
+        "Gaussian layers, 8 seeds (the share of seeds and the median threshold)",
+        ("steps=20000", "axes.depth=[1, 2, 3, 4]", "axes.sigma0={logspace = [-6, -0.5], num = 12}",
+         "task.width=6", "record.points=30"),
+        {"pairs": "adjacent", "method": "grid", "s": 0.05, "f": 0.95},
+        ({"kind": "heatmap"}, {"kind": "trajectories", "x": "depth", "y": "sigma0"}),
+        variants=(Variant("aligned", "aligned init"),
+                  Variant("gaussian", "Gaussian init", ("task.init=gaussian", "axes.seed=[0, 1, 2, 3, 4, 5, 6, 7]"),
+                          quick=("axes.seed=[0, 1, 2]",)))),
 )}
 
 
@@ -160,11 +181,12 @@ def run(name: str, quick: bool = False, out_root: str | Path = "runs", progress_
     repro = REPRODUCTIONS[name]
     folder = Path(out_root) / (f"{name}-quick" if quick else name)
     table_path, figures = None, []
-    for variant, title, variant_overrides in repro.variants or (("", None, ()),):
-        run_folder = folder / variant if variant else folder
-        overrides = [*(repro.quick if quick else ()), *variant_overrides, f"name={folder.name}{'-' + variant if variant else ''}"]
+    for variant in repro.variants or (Variant("", ""),):
+        run_folder = folder / variant.folder if variant.folder else folder
+        overrides = [*(repro.quick if quick else ()), *variant.overrides, *(variant.quick if quick else ()),
+                     f"name={folder.name}{'-' + variant.folder if variant.folder else ''}"]
         api.run(spec_path(name), out=run_folder, overrides=overrides, progress_bar=progress_bar)
-        table_path, variant_figures = _analyse(repro, run_folder, title and f"{repro.paper}: {title}")
+        table_path, variant_figures = _analyse(repro, run_folder, variant.title and f"{repro.paper}: {variant.title}" or None)
         figures += variant_figures
     if repro.combined:
         figures.append(_combined_figure(repro, folder))
@@ -178,7 +200,7 @@ def _combined_figure(repro: Reproduction, folder: Path) -> Path:
     from dlsweep import plot
 
     column, groups = repro.combined
-    titles = {sub: title for sub, title, _ in repro.variants}
+    titles = {variant.folder: variant.title for variant in repro.variants}
     panels = [(panel, [(titles[sub], api.load_trajectories(folder / sub)) for sub in subs]) for panel, subs in groups]
     figure = plot.variant_curves(panels, column, title=repro.paper)
     path = folder / "figures" / f"{column}-variants.png"

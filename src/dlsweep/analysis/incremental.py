@@ -26,6 +26,9 @@ from dlsweep.store import level_name
 INCREMENTAL, NOT_INCREMENTAL, UNDECIDED, DIVERGED = "incremental", "not incremental", "undecided", "diverged"
 S_RANGE, F_RANGE = (0.0, 0.25), (0.75, 1.0)          # Definition 1 (and Theorem 3)
 LOG_FLOAT64_TINY = math.log(np.finfo(np.float64).tiny)
+THEORY_COLUMNS = ("gf_exact", "gf_exact_log10", "rel_error", "thm2_lower", "thm2_upper", "thm2_upper_valid",
+                  "thm2_printed_violated", "thm3_lower", "thm3_upper", "thm3_reason", "theory_note")
+NOT_TOY = "these runs do not follow the toy model's dynamics (no theory)"
 
 
 class ThresholdError(ValueError):
@@ -129,6 +132,30 @@ def grid_thresholds(table: pd.DataFrame, cell_columns: list[str]) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+def over_seeds(decided: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
+    """Per cell (the values of `cells`) of a `decisions` table, over the seed axis:
+    `incremental_fraction`, the share of the decided seeds that learn incrementally (NaN where none
+    is decided), and `seeds`, how many are decided."""
+    known = decided.status.isin([INCREMENTAL, NOT_INCREMENTAL])
+    flags = (decided.status == INCREMENTAL).astype(float).where(known)
+    return (decided.assign(incremental_fraction=flags, seeds=known)
+            .groupby(cells, as_index=False).agg(incremental_fraction=("incremental_fraction", "mean"),
+                                                 seeds=("seeds", "sum")))
+
+
+def thresholds_over_seeds(table: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
+    """Per cell and pair of a thresholds table, over the seed axis: the median `sigma0_th` of the
+    seeds that have one, its range `sigma0_th_min`, `sigma0_th_max`, their count `seeds`, and the
+    theory columns (the same for every seed)."""
+    keys = [*cells, "i", "j"]
+    found = table[table.status == "ok"]
+    summary = found.groupby(keys, as_index=False).agg(
+        sigma0_th=("sigma0_th", "median"), sigma0_th_min=("sigma0_th", "min"),
+        sigma0_th_max=("sigma0_th", "max"), seeds=("sigma0_th", "size"))
+    theory_part = [c for c in THEORY_COLUMNS if c in table and c != "rel_error"]
+    return summary.merge(table.groupby(keys, as_index=False)[theory_part].first(), on=keys) if theory_part else summary
+
+
 def bisect_update(lo: np.ndarray, hi: np.ndarray, mid: np.ndarray, status: np.ndarray):
     """One vectorized bisection round: an incremental midpoint raises `lo`, a non-incremental one
     lowers `hi`; an undecided midpoint stops that row (returned mask `stuck`)."""
@@ -137,13 +164,19 @@ def bisect_update(lo: np.ndarray, hi: np.ndarray, mid: np.ndarray, status: np.nd
 
 
 def theory_columns(table: pd.DataFrame, sigma_star, s: float, f: float, sigma_star_max: float) -> pd.DataFrame:
-    """The theory of Gissin et al. beside each threshold row (needs `depth`; `lr` for Theorem 3):
-    gf_exact (and its log10, exact also below the float range), Theorem 2 as printed and the
-    valid N >= 3 upper bound, whether gf_exact breaks the printed bound, Theorem 3 for GD at N = 2.
-    A value below the float64 range is NaN with a `theory_note`, never 0."""
+    """The theory of Gissin et al. beside each threshold row (needs `depth`; the toy's step `toy_lr`,
+    or else `lr`, for Theorem 3): gf_exact (and its log10, exact also below the float range),
+    Theorem 2 as printed and the valid N >= 3 upper bound, whether gf_exact breaks the printed bound,
+    Theorem 3 for GD at N = 2. A value below the float64 range is NaN with a `theory_note`, never 0;
+    a row whose `toy_lr` is NaN (a model that does not follow the toy's dynamics there) gets only
+    the note."""
     gf_cache: dict = {}
     out = []
     for row in table.itertuples(index=False):
+        lr = float(getattr(row, "toy_lr", getattr(row, "lr", math.nan)))
+        if hasattr(row, "toy_lr") and math.isnan(lr):
+            out.append({"theory_note": NOT_TOY})
+            continue
         si, sj, depth = sigma_star[row.i], sigma_star[row.j], float(row.depth)
         r = si / sj
         notes = []
@@ -160,8 +193,8 @@ def theory_columns(table: pd.DataFrame, sigma_star, s: float, f: float, sigma_st
         log_bounds = theory.log_thm2_bounds(r, s, f, depth, sj)
         gf, lower, upper, valid = (_from_log(v, name, notes) for v, name in
                                    zip((log_th, *log_bounds), ("gf_exact", "thm2_lower", "thm2_upper", "thm2_upper_valid")))
-        if depth == 2 and hasattr(row, "lr"):
-            t3_lower, t3_upper, reason = theory.thm3_bounds(si, sj, sigma_star_max, float(row.lr), s, f)
+        if depth == 2 and not math.isnan(lr):
+            t3_lower, t3_upper, reason = theory.thm3_bounds(si, sj, sigma_star_max, lr, s, f)
         else:
             t3_lower, t3_upper, reason = math.nan, math.nan, "Theorem 3 is for gradient descent at N = 2"
         out.append({
@@ -173,7 +206,7 @@ def theory_columns(table: pd.DataFrame, sigma_star, s: float, f: float, sigma_st
             "thm3_lower": t3_lower, "thm3_upper": t3_upper, "thm3_reason": reason,
             "theory_note": "; ".join(notes),
         })
-    return pd.concat([table.reset_index(drop=True), pd.DataFrame(out)], axis=1)
+    return pd.concat([table.reset_index(drop=True), pd.DataFrame(out, columns=list(THEORY_COLUMNS))], axis=1)
 
 
 def _from_log(log_value: float, name: str, notes: list[str]) -> float:

@@ -56,6 +56,9 @@ class Family:
     optional_axes: tuple[str, ...] = ()           # further axes it may sweep (before `seed`)
     check_axes: Callable[[dict, dict, Callable[[str, str], Exception]], None] = lambda task, axes, error: None
     # validated [task] and axes -> raises error(key, message) where they do not fit together
+    toy_lr: Callable[[dict, Mapping[str, float]], float | None] = lambda task, cell: None   # validated
+    # [task] and one cell's axis values -> the toy model's step whose GD this one equals (so Gissin's
+    # theory applies to its thresholds), or None
 
 
 FAMILIES: dict[str, Family] = {
@@ -66,6 +69,7 @@ FAMILIES: dict[str, Family] = {
         task_keys={"sigma_star": "target values sigma*_i > 0 (list of k numbers)"},
         validate_task=tasks.validate_target_values,
         build=lambda sweep: toy.Toy(k=len(sweep.task["sigma_star"]), max_depth=int(max(sweep.axes["depth"]))),
+        toy_lr=lambda task, cell: float(cell["lr"]),
     ),
     "matrix_sensing": Family(
         name="matrix_sensing",
@@ -171,5 +175,6 @@ FAMILIES: dict[str, Family] = {
         make_task=tasks.make_linear_net,
         observed=r"singular values $\sigma_i(W)$",
         optional_axes=("ratio",),
+        toy_lr=linear_net.toy_lr,
     ),
 }

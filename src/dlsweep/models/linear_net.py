@@ -35,6 +35,8 @@ the two-layer network passes near each in turn).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -194,6 +196,23 @@ class LinearNet:
                 "reconstruction_error": jnp.linalg.norm(w - task["w_ref"], ord=2),
                 "pc_distance": jnp.sqrt(jnp.sum(along * along, axis=1)),
                 "rank_distance": jnp.sqrt(jnp.sum((w - task["reduced_rank"]) ** 2, axis=(1, 2)))}
+
+
+def toy_lr(task: dict, cell: Mapping[str, float]) -> float | None:
+    """The toy model's step (models/toy.py) that this network's GD equals on a cell of axis values,
+    or None where it follows other dynamics. With population spectrum data, Sigma_x = lambda I (equal
+    eigenvalues; lambda = 1 once whitened), Sigma_xy = lambda W* and the aligned init at shape 1,
+    every layer keeps the form a_i (mode i of W = U diag(a^N) V^T) and each mode is a scalar
+    network on the loss lambda/2 (a^N - w*_i)^2: a <- a - eta lambda a^(N-1) (a^N - w*_i). That is the
+    toy's eq. 9 at step eta_toy = N lambda eta (its loss carries 1/N^2), so its thresholds are the
+    toy's (Gissin et al. Theorems 2 and 3) at that step."""
+    if (task["data"] != "spectrum" or task["examples"] > 0 or task["init"] != "aligned"
+            or task["width"] < task["p"] or cell.get("ratio", 1.0) != 1.0):
+        return None
+    eigenvalues = task["eigenvalues"]
+    if not task["whiten"] and max(eigenvalues) != min(eigenvalues):
+        return None
+    return float(cell["depth"]) * (1.0 if task["whiten"] else float(eigenvalues[0])) * float(cell["lr"])
 
 
 def _loss_of(w, task):
