@@ -32,8 +32,8 @@ Init: `aligned` layers are built here from the checked xy_left, xy_right, and th
 W(0) is checked against sigma0 sum_i u_i v_i^T from NumPy's SVD (sign-free where the singular
 values are distinct). `gaussian` and `glorot` draws cannot be reproduced in NumPy: THE ONE PLACE
 THE PACKAGE'S MODEL CODE IS USED is `LinearNet.init` with the run's key fold_in(key(SEED),
-run_id) at sigma0 = 1, ratio = 1 (the unit draw, `unit_layers`); the layers are that draw times
-the scales computed here, checked to equal the package's init at the run's sigma0 and ratio
+run_id) at sigma0 = 1, shape = 0 (the unit draw, `unit_layers`); the layers are that draw times
+the scales computed here, checked to equal the package's init at the run's sigma0 and shape
 (1e-14), the unused hidden layers to be exactly the identity, and the unit draw's variances
 (1/h for W_1 and hidden layers, 1/p (gaussian) or 1/h (glorot) for W_L, 1/p at depth 1) within
 30% pooled over the sweep (`check_init_variances`).
@@ -74,8 +74,10 @@ def seed_of(run) -> int:
     return int(getattr(run, "seed", 0))
 
 
-def scales(sigma0: float, depth: int, ratio: float = 1.0) -> tuple[float, float]:
-    """(s_1, s): the first layer's scale and the others' (the module docstring)."""
+def scales(sigma0: float, depth: int, shape: float = 0.0) -> tuple[float, float]:
+    """(s_1, s): the first layer's scale and the others' (the module docstring): s_1 / s = rho =
+    (1 - shape) / (1 + shape) and s_1 s^(L-1) = sigma0."""
+    ratio = (1.0 - shape) / (1.0 + shape)
     scale = sigma0 ** (1.0 / depth)
     return scale * ratio ** ((depth - 1.0) / depth), scale * ratio ** (-1.0 / depth)
 
@@ -243,7 +245,7 @@ def aligned_layers(task, stats, run) -> list[np.ndarray]:
     if depth == 1:
         layers = [run.sigma0 * left @ np.eye(d, p) @ right.T]
     else:
-        first, scale = scales(run.sigma0, depth, getattr(run, "ratio", 1.0))
+        first, scale = scales(run.sigma0, depth, getattr(run, "shape", 0.0))
         layers = ([first * left @ np.eye(d, h)] + [scale * np.eye(h)] * (depth - 2)
                   + [scale * np.eye(h, p) @ right.T])
     u, values, vt = np.linalg.svd(stats["sigma_xy"])
@@ -259,37 +261,37 @@ def package_init(model):
     return jax.jit(model.init)
 
 
-def init_of(result: Result, run, stats, sigma0: float, ratio: float) -> dict[str, np.ndarray]:
+def init_of(result: Result, run, stats, sigma0: float, shape: float) -> dict[str, np.ndarray]:
     """The package's init (THE ONE USE OF ITS MODEL CODE) with the run's key fold_in(key(SEED),
-    run_id) at the given sigma0 and ratio (dict of single / first / hidden / last)."""
+    run_id) at the given sigma0 and shape (dict of single / first / hidden / last)."""
     assert jax.config.jax_enable_x64
     key = jax.random.fold_in(jax.random.key(SEED), int(run.run_id))
     hp = {"sigma0": jnp.float64(sigma0), "depth": np.int32(run.depth), "lr": jnp.float64(run.lr),
-          "ratio": jnp.float64(ratio)}
+          "shape": jnp.float64(shape)}
     params = package_init(result.program.model)(key, hp, {name: jnp.asarray(v) for name, v in stats.items()})
     return {name: np.asarray(value, np.float64) for name, value in params.items()}
 
 
 def unit_layers(result: Result, run, stats) -> dict[str, np.ndarray]:
-    """The run's unit draw: the package's init at sigma0 = 1, ratio = 1."""
-    return init_of(result, run, stats, 1.0, 1.0)
+    """The run's unit draw: the package's init at sigma0 = 1, shape = 0."""
+    return init_of(result, run, stats, 1.0, 0.0)
 
 
 def drawn_layers(result: Result, run, stats) -> list[np.ndarray]:
     """The unit draw's used layers times the scales computed here; checked to equal the package's
-    init at the run's sigma0 and ratio, with the unused hidden layers exactly the identity."""
+    init at the run's sigma0 and shape, with the unused hidden layers exactly the identity."""
     depth, h = int(run.depth), result.sweep.task["width"]
     unit = unit_layers(result, run, stats)
     if depth == 1:
         layers = [run.sigma0 * unit["single"]]
         scaled = {"single": layers[0]}
     else:
-        first, scale = scales(run.sigma0, depth, getattr(run, "ratio", 1.0))
+        first, scale = scales(run.sigma0, depth, getattr(run, "shape", 0.0))
         layers = [first * unit["first"]] + [scale * w for w in unit["hidden"][: depth - 2]] + [scale * unit["last"]]
         scaled = {"first": layers[0], "last": layers[-1]}
         for padded in unit["hidden"][depth - 2:]:
             np.testing.assert_array_equal(padded, np.eye(h), err_msg="unused hidden layer not the identity")
-    actual = init_of(result, run, stats, run.sigma0, getattr(run, "ratio", 1.0))
+    actual = init_of(result, run, stats, run.sigma0, getattr(run, "shape", 0.0))
     for name, expected in scaled.items():
         assert_close(actual[name], expected, 1e-14, f"{name}: init = unit draw x documented scale")
     if depth > 2:

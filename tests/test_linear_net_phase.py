@@ -63,7 +63,7 @@ def test_aligned_network_takes_the_toy_models_steps_at_n_lambda_eta(tmp_path, ta
 
 def test_toy_lr_only_where_the_network_follows_the_toy_model():
     """`toy_lr` is N lambda eta exactly where the modes decouple into scalar networks with one time
-    scale (aligned init at shape 1, population data, Sigma_x = lambda I or whitened, every mode in
+    scale (aligned init at shape 0, population data, Sigma_x = lambda I or whitened, every mode in
     the width), and None wherever one of those fails."""
     family = models.FAMILIES["linear_net"]
 
@@ -73,13 +73,13 @@ def test_toy_lr_only_where_the_network_follows_the_toy_model():
 
     assert toy_lr() == pytest.approx(3 * 2.0 * 0.1, rel=1e-15)
     assert toy_lr(eigenvalues=[4.0, 1.0, 0.25], whiten=True) == pytest.approx(0.3, rel=1e-15)
-    assert toy_lr({"ratio": 1.0}) == pytest.approx(0.6, rel=1e-15)
+    assert toy_lr({"shape": 0.0}) == pytest.approx(0.6, rel=1e-15)
     assert toy_lr(init="gaussian") is None
     assert toy_lr(init="glorot") is None
     assert toy_lr(eigenvalues=[4.0, 1.0, 0.25]) is None        # modes on different time scales
     assert toy_lr(examples=50) is None                          # sampled statistics
     assert toy_lr(width=2) is None                              # the third mode starts (and stays) at 0
-    assert toy_lr({"ratio": 2.0}) is None                       # unbalanced layers
+    assert toy_lr({"shape": 0.5}) is None                       # unbalanced layers
     assert models.FAMILIES["toy"].toy_lr({}, {"depth": 3, "lr": 0.1}) == 0.1
     assert models.FAMILIES["matrix_sensing"].toy_lr({}, {"depth": 3, "lr": 0.1}) is None
 

@@ -35,7 +35,7 @@ CASES = {
                          {"depth": [1, 2], "sigma0": [1e-2, 1e-1], "lr": [0.05], "seed": [0, 1]}),
     "autoencoder_glorot": ({"data": "autoencoder", "d": 5, "eigenvalues": [4.0, 2.0], "examples": 50,
                             "noise": 0.01, "width": 6, "init": "glorot", "top": 2},
-                           {"depth": [2, 3], "sigma0": [1e-2, 1e-1], "lr": [0.02], "ratio": [0.5, 2.0],
+                           {"depth": [2, 3], "sigma0": [1e-2, 1e-1], "lr": [0.02], "shape": [1 / 3, -1 / 3],
                             "seed": [0, 1]}),
     "whitened_shuffled": ({"data": "spectrum", "eigenvalues": [2.0, 0.5, 0.125], "w_true": [1.0, 0.5, -1.0],
                            "examples": 20, "noise": 0.1, "width": 4, "init": "aligned", "whiten": True,
@@ -129,18 +129,19 @@ def test_sampled_gaussian(results):
     check(result, "sampled gaussian")
 
 
-def test_autoencoder_glorot_ratio(results):
+def test_autoencoder_glorot_shape(results):
     """Gidel's linear autoencoder (section 4.2): x = B z + N(0, 0.01^2) (not the default 1e-3: its
     noise eigenvalues ~1e-6 fall below the support cut and the loss would end ~1e-6 of its start,
     where the cancellation in 1/2 tr(W^T Sigma_x W) - tr(W^T Sigma_xy) + offset costs ~1e-9),
     z ~ N(0, diag(4, 2)), B 5 x 2 uniform, y = x, n = 50 per seed, width 6, glorot init with the
-    shape axis ratio in {0.5, 2} (s_1 = sigma0^(1/L) ratio^((L-1)/L), s = sigma0^(1/L) ratio^(-1/L)),
+    shape axis s in {1/3, -1/3}, i.e. layer ratios rho = (1 - s)/(1 + s) = 1/2 and 2 (s_1 = sigma0^(1/L)
+    rho^((L-1)/L), s = sigma0^(1/L) rho^(-1/L)),
     depths 2, 3, sigma0 in {1e-2, 1e-1}, lr 0.02 (lr lambda_max(Sigma_x) < 1, asserted per seed),
     seeds 0, 1.
 
     Expected: Sigma_xy = Sigma_x exactly, offset = tr(Sigma_x)/2, W_ref = B D B^T symmetric of
     rank 2 and within 50% of Sigma_x in the 2-norm; W_opt = pinv(Sigma_x) Sigma_xy = I (to 1e-9:
-    the rounding of a solve at cond(Sigma_x) ~ 1e5); the layers equal the unit draw times the ratio's
+    the rounding of a solve at cond(Sigma_x) ~ 1e5); the layers equal the unit draw times the shape's
     documented scales (1e-14), unit variances 1/h in every layer (glorot: first, hidden, last)
     within 30% over the sweep; targets sigma* = (1, 1) (the task's: the latent directions, top = 2),
     hits exact. Tolerance 1e-9 relative; negative controls off by > 1e-3."""
@@ -149,7 +150,7 @@ def test_autoencoder_glorot_ratio(results):
     print("unit-draw variance / documented:", lnr.check_init_variances(result))
     for seed in (0, 1):     # full support (noise eigenvalues ~1e-4 >> the cut): W_opt = I, as sigma* says
         lnr.assert_close(lnr.statistics(result, seed)["w_opt"], np.eye(5), 1e-9, "W_opt = I")
-    check(result, "autoencoder glorot ratio")
+    check(result, "autoencoder glorot shape")
 
 
 def test_whitened_shuffled(results):

@@ -178,7 +178,7 @@ def test_heatmap_numeric_colour_has_a_labelled_colorbar():
     assert array.mask[0, 3] and array.mask.sum() == 1              # the NaN cell: no data colour
     np.testing.assert_allclose(array.filled(np.nan), expected)
     assert mesh.norm.vmin == -2.0 and mesh.norm.vmax == 3.0
-    assert "no data" in legend_texts(ax.get_legend())
+    assert "no data (or diverged)" in legend_texts(ax.get_legend())
 
 
 def test_decisions_frame_status_and_log_hit_ratio():

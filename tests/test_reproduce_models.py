@@ -112,7 +112,7 @@ def test_compare_without_scikit_learn_is_a_clear_error_before_anything_is_writte
     from dlsweep import compare, spec
     from dlsweep.spec import SpecError
 
-    monkeypatch.setattr(compare, "available", lambda: False)
+    monkeypatch.setattr(compare, "available", lambda module: module is None)
     assert spec.load(reproduce.spec_path("gissin-fig6")).compare
     with pytest.raises(SpecError, match=r"gissin-fig6.toml: key 'compare': .*scikit-learn.*dlsweep\[compare\]"):
         api.run(reproduce.spec_path("gissin-fig6"), out=tmp_path / "fig6")

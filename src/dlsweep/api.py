@@ -102,7 +102,8 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     fixes the chunk plan, and the dataset is complete when every chunk's part exists."""
     sweep = spec if isinstance(spec, Sweep) else spec_module.load(spec, overrides)
     spec_module.check_counts({"--chunk-size": chunk_size, "--max-chunks": max_chunks})
-    if sweep.compare and not compare.available():      # checked when run, so its results load anywhere
+    if sweep.compare and not compare.available(models.FAMILIES[sweep.model].baseline(sweep.task).requires):
+        # checked when run, so its results load anywhere
         raise spec_module.SpecError(f"{sweep.source}: key 'compare': the baselines need scikit-learn: {compare.INSTALL}")
     if shard is not None:
         if not (len(shard) == 2 and all(type(v) is int for v in shard) and 1 <= shard[0] <= shard[1]):
@@ -297,7 +298,7 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: fl
 
 
 PLOT_KINDS = ("heatmap", "trajectories", "thresholds", "lr", "correlation", "agreement", "observables", "pcs",
-              "pc_rates", "pc_curves")
+              "pc_rates", "pc_curves", "summary")
 PC_CURVES = (0, 1, 3, 7, 15, 31)     # the principal directions a pc_curves figure shows (0-based)
 NEEDS_TARGETS = ("heatmap", "thresholds", "lr")          # figures of hitting times (the others draw any run)
 OBSERVABLES = ("nuclear_norm", "reconstruction_error")     # the default panels of an observables figure
@@ -348,7 +349,7 @@ def pc_rates(folder: str | Path) -> pd.DataFrame:
 
 def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y: str | None = None,
              color: str | None = None, pair: tuple[int, int] | None = None, s: float = 0.05, f: float = 0.95,
-             out: str | Path | None = None, title: str | None = None) -> list[Path]:
+             out: str | Path | None = None, title: str | None = None, at: dict[str, float] | None = None) -> list[Path]:
     """Draw one figure of a run folder; it lands in `DIR/figures/<kind>[...].png` and at `out`
     (trajectories, observables, pcs, pc_curves, pc_rates, heatmap of sigma0: under `title`, if given).
 
@@ -368,7 +369,13 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     direction of the data at a few steps, mean and std over seeds (linear_net). pc_rates: the
     measured convergence rate along each direction, with the prediction.
     pc_curves: the distance along a few principal directions against the step, with eq. 10's
-    prediction, at the smallest depth and lr."""
+    prediction, at the smallest depth and lr. summary: a runs column (y, default population_error)
+    against an axis (x, default sigma0; `c` = 2 sigma0 (1 + s^2)/(1 - s^2), Azulay's one number of a
+    depth-2 init), one line per value of `color` (default shape), mean and std over seeds; for
+    diagonal_net with the interpolators' population errors as levels. heatmap with `color` a runs
+    column (population_error, l1_l2_position, ...): its mean over seeds over two axes (default
+    sigma0 x shape), for diagonal_net at depth 2 with the theory's regime boundary. `at` picks one
+    value of other axes (e.g. {"depth": 3}) before the figure takes the first of the rest."""
     from dlsweep import plot
 
     folder = Path(folder)
@@ -378,7 +385,11 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         raise plot.PlotError(f"-o {out}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
     sweep = spec_module.load(_spec_file(folder))
     sigma_star = models.FAMILIES[sweep.model].targets(sweep.task)
-    if sigma_star is None and kind in NEEDS_TARGETS:
+    runs = load(folder)
+    if at:
+        runs = _at(runs, sweep, at)
+    column_heatmap = kind == "heatmap" and color is not None and color in runs.columns and color not in sweep.axes
+    if sigma_star is None and kind in NEEDS_TARGETS and not column_heatmap:
         raise plot.PlotError(f"{folder}: a {kind} figure needs targets sigma_star, which this task has not")
     if sigma_star is not None and pair is None:
         adjacent = incremental.pairs_for(sigma_star, "adjacent")
@@ -387,8 +398,7 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         pair = adjacent[0] if adjacent else None
     elif sigma_star is not None:
         incremental.pairs_for(sigma_star, [pair])
-    runs = load(folder)
-    name = kind
+    name = kind + "".join(f"-{axis}{value:g}" for axis, value in (at or {}).items())
     if kind == "trajectories":
         facets = [a for a in (x or "depth", y or "sigma0") if a in sweep.axes] or [a for a in sweep.axes if a != "seed"][:1]
         cols, rows = _two_axes(sweep, *facets) if len(facets) == 2 else (facets[0], None)
@@ -440,6 +450,38 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
                                 {j: np.exp(-rates.predicted[j]) for j in directions}, title=heading)
     elif kind == "pc_rates":
         figure = plot.pc_rates(pc_rates(folder).dropna(subset=["rate"]), title=title)
+    elif kind == "summary":
+        column, hue = y or "population_error", color or ("shape" if "shape" in sweep.axes else "depth")
+        _numeric_column(runs, column, sweep, "-y")
+        _axis_of(sweep, hue)
+        frame = runs[~runs.diverged]
+        across = x or "sigma0"
+        if across == "c":
+            frame = _with_c(frame, folder)
+        else:
+            _axis_of(sweep, across)
+        frame, heading = _slice_with_heading(frame, sweep, ("sigma0" if across == "c" else across, hue), title)
+        levels, curve = {}, None
+        if sweep.model == "diagonal_net" and column in THEORY_QUANTITIES and sweep.task["form"] == "signed":
+            cs = np.geomspace(frame.c.min(), frame.c.max(), 49) if across == "c" else np.zeros(0)
+            values, rich, kernel = _theory_of_c(sweep, column, cs)
+            levels = {"min-l1 interpolator": rich, "min-l2 interpolator": kernel}
+            curve = (cs, values, r"theory: argmin $Q_c$ (Theorem 1)") if across == "c" else None
+        figure = plot.summary_lines(frame, across, column, hue, levels, curve, title=heading)
+        name += f"-{column}-{across}"
+    elif column_heatmap:
+        x, y = _two_axes(sweep, x or "sigma0", y or ("shape" if "shape" in sweep.axes else "depth"))
+        _numeric_column(runs, color, sweep, "--color")
+        frame, heading = _slice_with_heading(runs[~runs.diverged], sweep, (x, y), title)
+        closed_form = (sweep.model == "diagonal_net" and (x, y) == ("sigma0", "shape") and sweep.task["form"] == "signed"
+                       and (frame.depth == 2).all())
+        boundary = (_q_boundary(sweep, frame["shape"].abs().max(), color)
+                    if closed_form and color in THEORY_QUANTITIES else None)
+        if "seed" in sweep.axes:
+            heading += f"; mean over {len(sweep.axes['seed'])} seeds"
+        figure = plot.heatmap(frame.groupby([x, y], as_index=False)[color].mean(), x, y, color, title=heading,
+                              boundary=boundary)
+        name = f"heatmap-{x}-{y}-{color}" + name[len(kind):]
     elif kind == "heatmap" and (x, y) == ("r", "depth"):
         table = _thresholds_for(folder, s, f, "all").assign(
             log10_threshold_over_target=lambda t: np.log10(t.sigma0_th / t.sigma_star_j))
@@ -517,6 +559,79 @@ def pc_spread(folder: str | Path) -> pd.DataFrame:
             .agg(mean=("distance", "mean"), std=("distance", "std"), seeds=("distance", "size")))
 
 
+def _at(runs: pd.DataFrame, sweep: Sweep, at: dict[str, float]) -> pd.DataFrame:
+    """The runs at the given values of some axes; a PlotError names an axis or value not swept."""
+    from dlsweep.plot import PlotError
+
+    for axis, value in at.items():
+        _axis_of(sweep, axis)
+        if not np.isclose(sweep.axes[axis], value, rtol=1e-12, atol=0).any():
+            raise PlotError(f"--at {axis}={value:g}: not a value of the axis: "
+                            f"{', '.join(f'{v:g}' for v in sweep.axes[axis])}")
+        runs = runs[np.isclose(runs[axis], value, rtol=1e-12, atol=0)]
+    return runs
+
+
+def _numeric_column(runs: pd.DataFrame, column: str, sweep: Sweep, option: str) -> None:
+    """A PlotError naming the numeric runs columns unless `column` is one of them."""
+    from dlsweep.plot import PlotError
+
+    numeric = [c for c in runs.columns if runs[c].dtype.kind == "f" and c not in sweep.axes]
+    if column not in numeric:
+        raise PlotError(f"{option} {column!r}: expected a numeric column of the runs table: {', '.join(numeric)}")
+
+
+def _with_c(runs: pd.DataFrame, folder: Path) -> pd.DataFrame:
+    """The depth-2 runs with c = 2 sigma0 (1 + s^2)/(1 - s^2) (`theory.azulay_c`)."""
+    from dlsweep.analysis import theory
+    from dlsweep.plot import PlotError
+
+    runs = runs[runs.depth == 2] if "depth" in runs else runs
+    if runs.empty:
+        raise PlotError(f"{folder}: -x c is the init's c of a depth-2 network; the run has no depth 2")
+    shape = runs["shape"].abs() if "shape" in runs else 0.0
+    return runs.assign(c=theory.azulay_c(runs.sigma0.to_numpy(), shape))
+
+
+BOUNDARY_C = np.geomspace(1e-10, 1e6, 49)      # where _q_boundary looks for c*
+THEORY_QUANTITIES = ("population_error", "l1_l2_position")       # of argmin Q_c: _theory_of_c
+
+
+def _theory_of_c(sweep: Sweep, column: str, cs) -> tuple[np.ndarray, float, float]:
+    """Azulay's Theorem 1 on the sweep's data (diagonal_net, depth 2, signed): `column`
+    (THEORY_QUANTITIES) of argmin Q_c for each c in `cs`, and its values at the min-l1 and the
+    min-l2 interpolator (the rich and the kernel limit), each averaged over the seeds' data."""
+    from dlsweep.analysis import theory
+
+    program, _, task = compile_inputs(sweep)
+    beta_star = np.asarray(program.model.beta_star(), np.float64)
+    curves = []
+    for seed in np.asarray(sweep.axes.get("seed", [0])):
+        data = engine.draw_task(program, task, int(seed), sweep.seed)
+        x, y = np.asarray(data["x"], np.float64), np.asarray(data["y"], np.float64)
+        l1, l2 = theory.min_l1_interpolator(x, y), theory.min_l2_interpolator(x, y)
+        points = np.concatenate([theory.azulay_q_minimizer(x, y, np.asarray(cs)[:, None] * np.ones(x.shape[1])), [l1, l2]])
+        if column == "population_error":
+            curves.append(np.sum((points - beta_star) ** 2, axis=1) + program.model.noise**2)
+        else:
+            to_l1, to_l2 = np.linalg.norm(points - l1, axis=1), np.linalg.norm(points - l2, axis=1)
+            curves.append(to_l1 / (to_l1 + to_l2))
+    *values, rich, kernel = np.mean(curves, axis=0)
+    return np.asarray(values), float(rich), float(kernel)
+
+
+def _q_boundary(sweep: Sweep, max_shape: float, column: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """Azulay's regime boundary on the (sigma0, shape) plane for a heatmap of `column`, from the
+    theory alone (`_theory_of_c` over BOUNDARY_C): c* where argmin Q_c's `column` is halfway between
+    its rich and kernel limits (interpolated in ln c), drawn as the curve sigma0 = c* (1 - s^2) /
+    (2 (1 + s^2)) for s in [0, max_shape]. Returns (sigma0s, shapes, label)."""
+    values, rich, kernel = _theory_of_c(sweep, column, BOUNDARY_C)
+    progress = np.maximum.accumulate((values - rich) / (kernel - rich))      # rich limit 0 .. kernel's 1
+    c_star = float(np.exp(np.interp(0.5, progress, np.log(BOUNDARY_C))))
+    shapes = np.linspace(0.0, max_shape, 200)
+    return c_star * (1 - shapes**2) / (2 * (1 + shapes**2)), shapes, rf"theory: halfway, $c^*$ = {c_star:.2g}"
+
+
 def _axis_of(sweep: Sweep, name: str) -> str:
     """`name` if it is an axis of the sweep, else a PlotError naming the axes (the -x option)."""
     from dlsweep.plot import PlotError
@@ -526,12 +641,14 @@ def _axis_of(sweep: Sweep, name: str) -> str:
     return name
 
 
-def _slice_with_heading(runs: pd.DataFrame, sweep: Sweep, kept: str | None, title: str | None) -> tuple[pd.DataFrame, str]:
-    """The runs at the first value of every axis but `kept` and `seed`, and a figure heading: the
-    `title` (if any) over those axes' values."""
+def _slice_with_heading(runs: pd.DataFrame, sweep: Sweep, kept: str | tuple[str, ...] | None,
+                        title: str | None) -> tuple[pd.DataFrame, str]:
+    """The runs at the first value of every axis but those `kept` and `seed`, and a figure heading:
+    the `title` (if any) over those axes' values."""
     from dlsweep.plot import PlotError, facet_title
 
-    others = [a for a in sweep.axes if a not in (kept, "seed")]
+    kept = kept if isinstance(kept, tuple) else (kept,)
+    others = [a for a in sweep.axes if a not in (*kept, "seed")]
     chosen = _first_slice(runs, others)
     if chosen.empty:
         raise PlotError(f"{sweep.source}: every run diverged; nothing to draw")

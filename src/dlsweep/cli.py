@@ -68,12 +68,14 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--x", help="heatmap x axis (default sigma0; --x r --y depth maps the thresholds); "
                                 "trajectories: the axis across panel columns (default depth)")
     pl.add_argument("--y", help="heatmap y axis (default depth); trajectories: the axis down panel rows (default sigma0)")
-    pl.add_argument("--color", help="heatmap colour: status (default), log_hit_ratio, final_loss, ...")
+    pl.add_argument("--color", help="heatmap colour: status (default), log_hit_ratio, or a runs column (population_error, "
+                                    "l1_l2_position, ...); summary: the axis of one line each (default shape)")
     pl.add_argument("--pair", type=_pairs, help="the pair i-j for heatmaps and guides (default: the two largest targets)")
     pl.add_argument("--s", type=float, default=0.05, help="level s of Definition 1 (default 0.05)")
     pl.add_argument("--f", type=float, default=0.95, help="level f of Definition 1 (default 0.95)")
     pl.add_argument("-o", "--out", help="also write the figure here (.png, .pdf or .svg)")
     pl.add_argument("--title", help="trajectories: a title over the panels")
+    pl.add_argument("--at", type=_at, help="draw at these values of other axes, e.g. depth=3 or depth=3,lr=0.01")
 
     rp = verbs.add_parser("reproduce", help="run a bundled reproduction of a paper figure")
     rp.add_argument("name", nargs="?", help="e.g. gissin-depth-separation (see --list)")
@@ -112,6 +114,18 @@ def _shard(text: str) -> tuple[int, int]:
     if not 1 <= k <= n:
         raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, got {text!r}")
     return k, n
+
+
+def _at(text: str) -> dict[str, float]:
+    """`--at depth=3,lr=0.01` -> {"depth": 3.0, "lr": 0.01}."""
+    values = {}
+    for part in text.split(","):
+        axis, _, value = part.partition("=")
+        try:
+            values[axis.strip()] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected AXIS=VALUE[,AXIS=VALUE...], got {text!r}") from None
+    return values
 
 
 def _pairs(text: str):
@@ -185,7 +199,7 @@ def _plot(args) -> int:
     if args.pair is not None and (not isinstance(args.pair, list) or len(args.pair) != 1):
         raise PlotError(f"--pair: expected one pair like 0-1, got {args.pair!r}")
     for path in api.plot_run(args.folder, kind=args.kind, x=args.x, y=args.y, color=args.color, pair=pair,
-                             s=args.s, f=args.f, out=args.out, title=args.title):
+                             s=args.s, f=args.f, out=args.out, title=args.title, at=args.at):
         print(path)
     return 0
 

@@ -33,8 +33,9 @@ SINGLE, DOUBLE = 3.4, 7.0                       # paper column widths, inches
 LABELS = {"sigma0": r"initialization scale $\sigma_0$", "depth": r"depth $N$", "lr": r"learning rate $\eta$",
           "r": r"target ratio $r = \sigma^*_i / \sigma^*_j$", "seed": "seed",
           "sparsity": r"sparsity $s$ (nonzeros of $w^*$)",
-          "ratio": r"init shape $\rho$ (first-layer / other-layer scale)"}
-LOG_AXES = {"sigma0", "lr", "r", "ratio"}
+          "shape": r"init shape $s$ (0: balanced layers)"}
+LOG_AXES = {"sigma0", "lr", "r"}
+ROW_AXES = {"shape"}         # heatmap rows of equal height, labelled by value (like integer axes)
 
 
 def axis_label(name: str) -> str:
@@ -323,7 +324,7 @@ def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], col
 def facet_title(name: str | None, value) -> str:
     if name is None:
         return ""
-    symbol = {"sigma0": r"$\sigma_0$", "depth": "$N$", "lr": r"$\eta$", "sparsity": "$s$", "ratio": r"$\rho$"}.get(name, name)
+    symbol = {"sigma0": r"$\sigma_0$", "depth": "$N$", "lr": r"$\eta$", "sparsity": "$s$", "shape": "$s$"}.get(name, name)
     return f"{symbol} = {value:.3g}" if isinstance(value, (int, float, np.number)) else f"{symbol} = {value}"
 
 
@@ -345,15 +346,17 @@ def decisions_frame(runs: pd.DataFrame, pair: tuple[int, int], s: float, f: floa
 
 
 def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.DataFrame | None = None,
-            title: str | None = None, width: float = SINGLE * 1.4) -> plt.Figure:
+            title: str | None = None, width: float = SINGLE * 1.4,
+            boundary: tuple[np.ndarray, np.ndarray, str] | None = None) -> plt.Figure:
     """A phase diagram over two swept axes. `color` is `status` (incremental or not; undecided,
     diverged and empty cells hatched grey) or a numeric column (viridis). With `thresholds` (rows
     keyed by `y` when x is sigma0), the measured threshold is drawn as a line and gf_exact and the
-    Theorem 2 band are overlaid and labelled."""
+    Theorem 2 band are overlaid and labelled; `boundary` (xs, ys, label) is a theory curve drawn
+    over the cells."""
     xs, ys = np.sort(frame[x].unique()), np.sort(frame[y].unique())
     grid = frame.pivot_table(index=y, columns=x, values=color, aggfunc="first").reindex(index=ys, columns=xs)
     x_log, y_log = x in LOG_AXES, y in LOG_AXES
-    y_rows = not y_log and np.allclose(ys, np.round(ys))       # integer axis (depth, seed): equal rows
+    y_rows = y in ROW_AXES or (not y_log and np.allclose(ys, np.round(ys)))    # integer axis (depth, seed): equal rows
     x_edges = _cell_edges(xs, x_log)
     y_edges = np.arange(len(ys) + 1) - 0.5 if y_rows else _cell_edges(ys, y_log)
     fig, ax = plt.subplots(figsize=(width, width * 0.8), layout="constrained")
@@ -371,7 +374,7 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
         share = (0.0, 1.0) if color == "incremental_fraction" else (None, None)
         mesh = ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(values), cmap="viridis", vmin=share[0], vmax=share[1])
         fig.colorbar(mesh, ax=ax, label=_quantity_label(color))
-        missing = "no seed decided" if color == "incremental_fraction" else "no data"
+        missing = "no seed decided" if color == "incremental_fraction" else "no data (or diverged)"
         legend = [Patch(facecolor=MISSING, hatch="///", edgecolor="white", label=missing)]
     ax.set_xscale("log" if x_log else "linear")
     ax.set_yscale("log" if y_log else "linear")
@@ -381,6 +384,12 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
         ax.set_yticks(np.arange(len(ys)), [f"{v:g}" for v in ys])
     if thresholds is not None and x == "sigma0":
         legend += _overlay_thresholds(ax, thresholds[thresholds[y].isin(ys)], y, y_edges, list(ys))
+    if boundary is not None:
+        style = dict(color="white", lw=2.0, ls="--")
+        inside = (boundary[1] >= ys.min()) & (boundary[1] <= ys.max())
+        rows = np.interp(boundary[1], ys, np.arange(len(ys))) if y_rows else boundary[1]    # equal rows: by row
+        ax.plot(boundary[0][inside], rows[inside], **style)
+        legend.append(plt.Line2D([], [], **(style | {"color": "0.2"}), label=boundary[2]))
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))
     ax.set_xlim(x_edges[0], x_edges[-1])
@@ -391,12 +400,42 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
     return fig
 
 
+def summary_lines(frame: pd.DataFrame, x: str, column: str, hue: str, levels: dict[str, float] | None = None,
+                  curve: tuple[np.ndarray, np.ndarray, str] | None = None, title: str | None = None,
+                  width: float = SINGLE * 1.4) -> plt.Figure:
+    """A runs column against `x` (an axis, or `c`), one line per value of `hue`, mean and +- one
+    standard deviation over seeds as a band (Azulay et al.'s Figure 7.1: population error against
+    the scale, one curve per shape); `levels` (label -> value) as horizontal reference lines and
+    `curve` (xs, ys, label) as a theory line."""
+    fig, ax = plt.subplots(figsize=(width, 2.8), layout="constrained")
+    colours = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, frame[hue].nunique()))
+    for colour, (value, rows) in zip(colours, sorted(frame.groupby(hue), key=lambda item: item[0])):
+        stats = rows.groupby(x)[column].agg(["mean", "std"]).fillna({"std": 0.0}).sort_index()
+        ax.plot(stats.index, stats["mean"], "o-", ms=2.5, lw=1.2, color=colour, label=facet_title(hue, value))
+        ax.fill_between(stats.index, stats["mean"] - stats["std"], stats["mean"] + stats["std"], color=colour, alpha=0.1, lw=0)
+    for n, (label, value) in enumerate((levels or {}).items()):
+        ax.axhline(value, color="0.3", lw=0.9, ls=(":", "-.")[n % 2], label=label)
+    if curve is not None:
+        ax.plot(curve[0], curve[1], color="black", lw=1.0, ls="--", label=curve[2], zorder=3)
+    if x in LOG_AXES or x == "c":
+        ax.set_xscale("log")
+    ax.set_xlabel(axis_label(x) if x != "c" else r"$c = u_0^2 + v_0^2 = 2\sigma_0 (1 + s^2) / (1 - s^2)$")
+    ax.set_ylabel(_quantity_label(column), fontsize=8)
+    ax.legend(fontsize=6.5, frameon=False, ncol=2, loc="best")
+    if title:
+        ax.set_title("\n".join(textwrap.fill(line, TITLE_CHARACTERS) for line in title.split("\n")), fontsize=8)
+    return fig
+
+
 def _quantity_label(name: str) -> str:
     return {"log_hit_ratio": r"$\log_{10}$(step $\sigma_j$ reaches $s\sigma^*_j$ / step $\sigma_i$ reaches $f\sigma^*_i$)",
             "sigma0_th": r"threshold $\sigma_0^{th}$",
             "log10_threshold_over_target": r"$\log_{10}(\sigma_0^{th} / \sigma^*_j)$",
             "final_loss": "final loss",
-            "incremental_fraction": "share of seeds learning incrementally"}.get(name, name)
+            "incremental_fraction": "share of seeds learning incrementally",
+            "population_error": r"population error $\|\beta - \beta^*\|^2 + \epsilon^2$",
+            "l1_l2_position": "position between min-l1 (0) and min-l2 (1)",
+            "distance_q": r"$\|\beta - \arg\min Q_c\|$"}.get(name, name)
 
 
 def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarray, y_values: list) -> list:

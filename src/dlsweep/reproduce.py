@@ -155,6 +155,24 @@ REPRODUCTIONS = {r.name: r for r in (
         variants=(Variant("aligned", "aligned init"),
                   Variant("gaussian", "Gaussian init", ("task.init=gaussian", "axes.seed=[0, 1, 2, 3, 4, 5, 6, 7]"),
                           quick=("axes.seed=[0, 1, 2]",)))),
+    Reproduction(
+        "azulay-fig7-1", "Azulay et al. 2021, Figure 7.1 (section 9)",
+        "two-layer diagonal networks on 5-sparse regression: population error against the init scale, one "
+        "curve per shape s = 0, 0.5, 0.7, 0.9, 0.99, beside the min-l1 / min-l2 interpolators; the same "
+        "runs against c = 2 alpha (1 + s^2)/(1 - s^2), where the shapes collapse onto one curve",
+        ("task.d=200", "task.examples=40", "axes.sigma0={logspace = [-4, -0.6], num = 8}", "axes.lr=[2e-3]",
+         "steps=60000"), None,
+        ({"kind": "summary"}, {"kind": "summary", "x": "c"},
+         {"kind": "heatmap", "color": "l1_l2_position"})),
+    Reproduction(
+        "azulay-phase", "Beyond the paper: the scale x shape plane of diagonal networks",
+        "population error and the position between the min-l1 and min-l2 interpolators over log init scale x "
+        "shape, for depths 2, 3 and 4 in one program; at depth 2 with Theorem 1's boundary (argmin Q_c halfway)",
+        ("steps=50000", "axes.sigma0={logspace = [-3, -0.7], num = 5}", "axes.shape=[0.0, 0.7, 0.99]",
+         "axes.seed=[0]"), None,
+        tuple({"kind": "heatmap", "color": color, "at": {"depth": depth}}
+              for color, depth in (("population_error", 2), ("l1_l2_position", 2), ("population_error", 3),
+                                   ("population_error", 4)))),
 )}
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from dlsweep import models
+from dlsweep.models.layers import SHAPE_RANGE
 from dlsweep.store import level_name
 
 DTYPES = ("float32", "float64")
@@ -72,7 +73,7 @@ class Sweep:
     axes: Mapping[str, np.ndarray]
     record: Record
     stop: Stop
-    compare: bool = False      # the model's baseline (scikit-learn) on each seed's data, as runs columns
+    compare: bool = False      # the model's baseline on each seed's data, as runs columns (dlsweep.compare)
     source: str = dataclasses.field(default="<memory>", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -317,6 +318,12 @@ def _check_axis(axis: str, values: np.ndarray, key: str, dtype: str, where: _Whe
             raise where.error(key, f"expected integers >= {low} and <= {high}, got {bad[0]!r}")
         return values.astype(np.int64)
     values = values.astype(np.float64)
+    if axis == "shape":
+        low, high = SHAPE_RANGE
+        if not ((values > low) & (values < high)).all():
+            raise where.error(key, f"expected shapes in ({low:g}, {high:g}) (0: balanced layers; models/layers.py), "
+                                   f"got {float(values[(values <= low) | (values >= high)][0])!r}")
+        return values
     if (values <= 0).any():
         raise where.error(key, f"expected {axis} > 0, got {float(values[values <= 0][0])!r}")
     info = np.finfo(dtype)

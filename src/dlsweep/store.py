@@ -305,8 +305,9 @@ def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], 
     """The tidy tables of one chunk: one row per trajectory, one per (trajectory, recorded step)
     up to the step where the trajectory stopped, that step included, with the loss and every
     observed value (`sigma` -> sigma_0, sigma_1, ...; any other observation `name` -> a column
-    `name`, or name_0, name_1, ... for a vector). Models that select features add the list
-    columns `selected` (feature indices in the order chosen) and `selected_at`."""
+    `name`, or name_0, name_1, ... for a vector); the model's summaries of its final state are
+    columns too, a vector one (a final predictor) as a list column. Models that select features add
+    the list columns `selected` (feature indices in the order chosen) and `selected_at`."""
     n, n_values = len(run_ids), summary["hit"].shape[1]
     runs = {"run_id": run_ids.astype(np.int64)}
     runs.update({name: values for name, values in hps.items()})
@@ -318,7 +319,7 @@ def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], 
     for column, values in zip(hit_columns(n_values, sweep.record.levels), hits.T):
         runs[column] = values
     for column, values in summary.get("scalars", {}).items():      # the model's summaries of its final state
-        runs[column] = values.astype(np.float64)
+        runs[column] = values.astype(np.float64) if values.ndim == 1 else list(values.reshape(n, -1).astype(np.float64))
     if summary["chosen"].shape[1]:
         runs["selected"], runs["selected_at"] = selection_order(summary["chosen"])
 

@@ -46,6 +46,14 @@ def _integer(task: dict, key: str, default: int, minimum: int, error: Error, bou
     return value
 
 
+def _noise(task: dict, default: float, error: Error) -> float:
+    """`noise`: a standard deviation >= 0."""
+    noise = task.get("noise", default)
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not math.isfinite(noise) or noise < 0:
+        raise error("noise", f"expected a standard deviation >= 0, got {noise!r}")
+    return float(noise)
+
+
 def _flag(task: dict, key: str, error: Error) -> bool:
     """true or false (default false)."""
     value = task.get(key, False)
@@ -285,6 +293,26 @@ def _fixed(task: dict, key: str, value: int, error: Error, what: str) -> None:
         raise error(key, f"is fixed by the data: {what} = {value}, got {task[key]!r}")
 
 
+def validate_diagonal_net(task: dict, error: Error) -> dict:
+    """[task] of the deep diagonal network on sparse regression (models/diagonal_net.py): `d`,
+    `examples` n, `sparsity` k <= d, label `noise` std, `form` (signed or plain), `top` <= d.
+    The defaults are Azulay et al.'s section 9: d = 1000, n = 100, k = 5, noise 0.1. No targets:
+    what the network learns is judged against the interpolators of the theory (`compare`)."""
+    from dlsweep.models.diagonal_net import FORMS
+
+    _reject_unknown(task, ("d", "examples", "sparsity", "noise", "form", "top"), error)
+    d = _integer(task, "d", 1000, 1, error)
+    out = {"d": d, "examples": _integer(task, "examples", 100, 1, error),
+           "sparsity": _integer(task, "sparsity", 5, 1, error), "form": _choice(task, "form", FORMS, error)}
+    if out["sparsity"] > d:
+        raise error("sparsity", f"expected at most d = {d} nonzeros, got {out['sparsity']}")
+    out["noise"] = _noise(task, 0.1, error)
+    out["top"] = _integer(task, "top", min(DEFAULT_TOP, d), 1, error)
+    if out["top"] > d:
+        raise error("top", f"expected at most d = {d}, got {out['top']}")
+    return out
+
+
 def validate_linear_net(task: dict, error: Error) -> dict:
     """[task] of the deep linear regression network (models/linear_net.py): `data` (spectrum,
     autoencoder or digits) and its keys, `width`, `init`, `whiten`, `shuffle`, `top`. Targets
@@ -297,12 +325,10 @@ def validate_linear_net(task: dict, error: Error) -> dict:
     known = {"spectrum": ("eigenvalues", "power_law", "d", "w_true", "examples", "noise"),
              "autoencoder": ("eigenvalues", "d", "examples", "noise"), "digits": ("d", "examples")}[data]
     _reject_unknown(task, ("data", *known, "width", "init", "whiten", "shuffle", "top"), error)
-    noise = task.get("noise", 1e-3 if data == "autoencoder" else 0.0)
-    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not math.isfinite(noise) or noise < 0:
-        raise error("noise", f"expected a standard deviation >= 0, got {noise!r}")
+    noise = _noise(task, 1e-3 if data == "autoencoder" else 0.0, error)
     out = {"data": data, "whiten": _flag(task, "whiten", error), "shuffle": _flag(task, "shuffle", error)}
     if data != "digits":
-        out["noise"] = float(noise)
+        out["noise"] = noise
     if data == "spectrum":
         lam = _spectrum(task, error, None)
         _fixed(task, "d", len(lam), error, "len(eigenvalues)")

@@ -11,7 +11,8 @@ and four optional ones:
 
     draw(key, task)            -> dict of arrays     random data of one value of the `seed` axis
                                                      (measurements, a dataset), merged into task
-    summarize(params, hp, task) -> {name: scalar}    columns of the runs table, of the final state
+    summarize(params, hp, task) -> {name: array}     columns of the runs table, of the final state
+                                                     (a vector: a list column)
     selected(params, hp, task) -> bool (n,)          features counted as chosen now; the engine
                                                      keeps the step each was first chosen, and the
                                                      runs table the order (`selected`)
@@ -32,7 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dlsweep import compare, tasks
-from dlsweep.models import conv, diagonal, linear_net, matrix_sensing, quadratic, toy
+from dlsweep.models import conv, diagonal, diagonal_net, linear_net, matrix_sensing, quadratic, toy
 
 INTEGER_HPS = ("depth", "sparsity", "seed")     # per-trajectory values passed as int32; every other axis in the sweep's float dtype
 
@@ -174,7 +175,29 @@ FAMILIES: dict[str, Family] = {
             noise=sweep.task.get("noise", 0.0), dtype=sweep.dtype),
         make_task=tasks.make_linear_net,
         observed=r"singular values $\sigma_i(W)$",
-        optional_axes=("ratio",),
+        optional_axes=("shape",),
         toy_lr=linear_net.toy_lr,
+    ),
+    "diagonal_net": Family(
+        name="diagonal_net",
+        summary="Woodworth et al. 2020 / Azulay et al. 2021 sec. 9: beta = u_1+ o ... o u_N+ - u_1- o ... o u_N-, "
+                "sparse regression, init scale x shape; population error, distance to the theory's interpolators",
+        axes=("depth", "sigma0", "lr"),
+        task_keys={"d": "dimension (default 1000)",
+                   "examples": "Gaussian examples x ~ N(0, I) per seed (default 100)",
+                   "sparsity": "nonzeros k of beta* (its first k coordinates, 1/sqrt(k) each; default 5)",
+                   "noise": "label noise std (default 0.1)",
+                   "form": "signed (default: u+ o v+ - u- o v-, beta(0) = 0) or plain (u o v, beta(0) = sigma0)",
+                   "top": "how many of the largest |beta_i| are observed (default 5)"},
+        validate_task=tasks.validate_diagonal_net,
+        build=lambda sweep: diagonal_net.DiagonalNet(
+            d=sweep.task["d"], examples=sweep.task["examples"], sparsity=sweep.task["sparsity"],
+            noise=sweep.task["noise"], k=sweep.task["top"], max_depth=int(max(sweep.axes["depth"])),
+            form=sweep.task["form"], dtype=sweep.dtype),
+        make_task=lambda sweep: {},
+        observed=r"largest $|\beta_i|$",
+        targets=lambda task: None,
+        baseline=compare.interpolators,
+        optional_axes=("shape",),
     ),
 }

@@ -13,8 +13,8 @@ are n times those of Sigma_x.) The statistics are made per value of the `seed` a
 program (`draw`): sampled data, a label shuffle, and ZCA whitening X <- X Sigma_x^(-1/2) (on the
 support of Sigma_x) all happen there.
 
-Init (layer scales s_1 = sigma0^(1/L) rho^((L-1)/L) for W_1 and s = sigma0^(1/L) rho^(-1/L) for the
-others, so the product's scale is sigma0 whatever the shape rho = `ratio`, 1 by default):
+Init (layer scales s_1 for W_1 and s for the others from sigma0 and the optional `shape` axis, 0 by
+default: models/layers.py; the product's scale is sigma0 whatever the shape):
     aligned   W_1 = s_1 U E, W_l = s I, W_L = s E V^T with U, V the singular vectors of Sigma_xy
               and E the rectangular identity: W(0) = sigma0 U I V^T (Gidel's Theorem 1 init with
               Q = I, sigma0 = e^(-2 delta) at L = 2)
@@ -41,6 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+
+from dlsweep.models.layers import layer_scales
 
 INITS = ("gaussian", "aligned", "glorot")
 DATA = ("spectrum", "autoencoder", "digits")
@@ -127,19 +129,11 @@ class LinearNet:
 
     # ------------------------------------------------------------------------- the network
 
-    def _scales(self, hp):
-        """(s_1, s): the first layer's scale and the others' (module docstring)."""
-        dtype = hp["sigma0"].dtype
-        depth = jnp.asarray(hp["depth"], dtype)
-        ratio = jnp.asarray(hp.get("ratio", 1.0), dtype)
-        scale = jnp.power(hp["sigma0"], 1.0 / depth)
-        return scale * jnp.power(ratio, (depth - 1.0) / depth), scale * jnp.power(ratio, -1.0 / depth)
-
     def init(self, key, hp, task):
         """`single` (d x p, the depth-1 map) and, for depth >= 2 grids, `first` (d x h), `hidden`
         (max_depth - 2 x h x h; the unused ones stay the identity) and `last` (h x p)."""
         dtype, h, hidden = hp["sigma0"].dtype, self.width, max(self.max_depth - 2, 0)
-        first_scale, scale = self._scales(hp)
+        first_scale, scale = layer_scales(hp["sigma0"], hp["depth"], hp.get("shape", 0.0))
         sigma0 = hp["sigma0"]
         if self.init_kind == "aligned":
             left, right = task["xy_left"].astype(dtype), task["xy_right"].astype(dtype)
@@ -201,13 +195,13 @@ class LinearNet:
 def toy_lr(task: dict, cell: Mapping[str, float]) -> float | None:
     """The toy model's step (models/toy.py) that this network's GD equals on a cell of axis values,
     or None where it follows other dynamics. With population spectrum data, Sigma_x = lambda I (equal
-    eigenvalues; lambda = 1 once whitened), Sigma_xy = lambda W* and the aligned init at shape 1,
+    eigenvalues; lambda = 1 once whitened), Sigma_xy = lambda W* and the aligned init at shape 0 (balanced),
     every layer keeps the form a_i (mode i of W = U diag(a^N) V^T) and each mode is a scalar
     network on the loss lambda/2 (a^N - w*_i)^2: a <- a - eta lambda a^(N-1) (a^N - w*_i). That is the
     toy's eq. 9 at step eta_toy = N lambda eta (its loss carries 1/N^2), so its thresholds are the
     toy's (Gissin et al. Theorems 2 and 3) at that step."""
     if (task["data"] != "spectrum" or task["examples"] > 0 or task["init"] != "aligned"
-            or task["width"] < task["p"] or cell.get("ratio", 1.0) != 1.0):
+            or task["width"] < task["p"] or cell.get("shape", 0.0) != 0.0):
         return None
     eigenvalues = task["eigenvalues"]
     if not task["whiten"] and max(eigenvalues) != min(eigenvalues):

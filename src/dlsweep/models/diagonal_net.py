@@ -1,0 +1,92 @@
+"""Deep diagonal networks on sparse regression (Woodworth et al. 2020; Azulay et al. 2021, eq. 8 and
+section 9; THEORY.md 1.7, 2.8).
+
+The linear predictor beta (d,) is a product of N layers of d weights each, entrywise:
+
+    signed   beta = u_1+ o ... o u_N+  -  u_1- o ... o u_N-     (Azulay's u+ o v+ - u- o v- at N = 2)
+    plain    beta = u_1 o ... o u_N
+
+Every layer starts constant: the first at a_1, the others at a, from the scale sigma0 = a_1 a^(N-1)
+and the `shape` axis (models/layers.py); so the signed form starts at beta(0) = 0 and the plain one
+at beta(0) = sigma0. Depths 1..max run in one program: layers past a trajectory's depth enter the
+product as 1 (and get no gradient). The loss is Azulay's 1/(2n) ||X beta - y||^2 over one seed's
+n examples x ~ N(0, I_d) with y = <beta*, x> + noise, beta* the first k coordinates at 1/sqrt(k)
+(unit norm). With x ~ N(0, I) the population error of a predictor is exact:
+
+    E (<beta, x> - y)^2 = ||beta - beta*||^2 + noise^2.
+
+Observed: the k largest |beta_i| (`sigma`) and the population error; summarized: the population
+error and the final predictor `beta` (a list column, for the distances to the interpolators of the
+theory: `dlsweep.compare.INTERPOLATORS`).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from dlsweep.models.layers import layer_scales
+
+FORMS = ("signed", "plain")
+
+
+@struct.dataclass
+class DiagonalNet:
+    """Static configuration: dimension d, examples n, nonzeros of beta* (sparsity), label noise
+    std, observed values k, largest depth, form, dtype of the drawn data."""
+
+    d: int = struct.field(pytree_node=False)
+    examples: int = struct.field(pytree_node=False)
+    sparsity: int = struct.field(pytree_node=False)
+    noise: float = struct.field(pytree_node=False)
+    k: int = struct.field(pytree_node=False)
+    max_depth: int = struct.field(pytree_node=False)
+    form: str = struct.field(pytree_node=False, default="signed")
+    dtype: str = struct.field(pytree_node=False, default="float32")
+
+    def beta_star(self):
+        """beta*: 1/sqrt(k) on the first k coordinates, 0 elsewhere."""
+        return jnp.where(jnp.arange(self.d) < self.sparsity, 1.0 / jnp.sqrt(float(self.sparsity)), 0.0).astype(self.dtype)
+
+    def draw(self, key, task):
+        """One seed's examples x (n x d, N(0, 1) entries) and labels y = x beta* + noise N(0, 1)."""
+        x_key, noise_key = jax.random.split(key)
+        x = jax.random.normal(x_key, (self.examples, self.d), self.dtype)
+        return {"x": x, "y": x @ self.beta_star() + self.noise * jax.random.normal(noise_key, (self.examples,), self.dtype)}
+
+    def init(self, key, hp, task):
+        """Layer 1 at a_1, layers 2..N at a (models/layers.py), the ones past the depth at 1."""
+        del key
+        dtype = hp["sigma0"].dtype
+        first, other = layer_scales(hp["sigma0"], hp["depth"], hp.get("shape", 0.0))
+        layer = jnp.arange(self.max_depth)[:, None]
+        layers = jnp.where(layer == 0, first, jnp.where(layer < hp["depth"], other, 1.0)) * jnp.ones((1, self.d), dtype)
+        return {"plus": layers, "minus": layers} if self.form == "signed" else {"plus": layers}
+
+    def predictor(self, params, hp):
+        """beta: the product of the used layers of each sign (module docstring)."""
+        used = jnp.arange(self.max_depth)[:, None] < hp["depth"]
+        product = jnp.prod(jnp.where(used, params["plus"], 1.0), axis=0)
+        if self.form == "signed":
+            product = product - jnp.prod(jnp.where(used, params["minus"], 1.0), axis=0)
+        return product
+
+    def loss(self, params, hp, task):
+        """1/(2n) ||X beta - y||^2."""
+        residual = task["x"] @ self.predictor(params, hp) - task["y"]
+        return 0.5 * jnp.mean(residual * residual)
+
+    def population_error(self, beta):
+        """||beta - beta*||^2 + noise^2 (module docstring)."""
+        gap = beta - self.beta_star()
+        return jnp.sum(gap * gap) + self.noise**2
+
+    def observe(self, params, hp, task):
+        """The k largest |beta_i| and the population error."""
+        beta = self.predictor(params, hp)
+        return {"sigma": jax.lax.top_k(jnp.abs(beta), self.k)[0], "population_error": self.population_error(beta)}
+
+    def summarize(self, params, hp, task):
+        beta = self.predictor(params, hp)
+        return {"population_error": self.population_error(beta), "beta": beta}

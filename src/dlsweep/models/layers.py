@@ -1,0 +1,32 @@
+"""The init's scale and shape for models of several layers (Azulay et al. 2021; THEORY.md 1.7).
+
+A network of N layers starts with scale a_1 in its first layer and a in each other layer. Its
+scale sigma0 = a_1 a^(N-1) is the product's, and its shape is the `shape` axis
+
+    s = (a - a_1) / (a + a_1) in (-1, 1),   rho = a_1 / a = (1 - s) / (1 + s),
+    a_1 = sigma0^(1/N) rho^((N-1)/N),       a = sigma0^(1/N) rho^(-1/N).
+
+s = 0 is balanced; s -> 1 puts the scale in the later layers, s -> -1 in the first. At N = 2 and
+s >= 0 this is Azulay's shape of a two-layer network with first layer u and second v: alpha =
+|u0 v0| = sigma0 and s = (|v0| - |u0|) / (|v0| + |u0|) (not the ratio rho = |u0| / |v0|, which is
+(1 - s) / (1 + s)). In the diagonal network u and v are interchangeable, so s and -s give the same
+dynamics; for the one-neuron network a w^T x (first layer w, second a) s is Azulay's
+(|a0| - ||w0||) / (|a0| + ||w0||). Depth 1 has no shape: its one layer has scale sigma0.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+SHAPE_RANGE = (-1.0, 1.0)          # open interval
+
+
+def layer_scales(sigma0, depth, shape=0.0):
+    """(a_1, a): the first layer's scale and each other layer's (module docstring), in sigma0's
+    dtype; at depth 1, a_1 = sigma0."""
+    dtype = jnp.asarray(sigma0).dtype
+    depth = jnp.asarray(depth, dtype)
+    shape = jnp.asarray(shape, dtype)
+    ratio = (1.0 - shape) / (1.0 + shape)
+    scale = jnp.power(sigma0, 1.0 / depth)
+    return scale * jnp.power(ratio, (depth - 1.0) / depth), scale * jnp.power(ratio, -1.0 / depth)
