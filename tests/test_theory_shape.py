@@ -205,3 +205,31 @@ def test_one_neuron_gradient_descent_ends_at_the_minimizer_of_neuron_q():
         assert off_row_space(grad_q(a * w, w0_tilde, delta)) < 1e-3, (alpha, s)
         l2 = T.min_l2_interpolator(x, y)
         assert off_row_space(grad_q(l2, w0_tilde, delta)) > 0.05, (alpha, s)
+
+
+def test_neuron_q_is_least_at_the_init_and_curves_as_theorem_2_says():
+    """Theorem 2's Q (THEORY.md 2.8): its unconstrained minimum is the init's predictor w~0 (grad Q
+    = q^'(||w~||) w~/||w~|| - q^'(||w~0||) w~0/||w~0|| vanishes there), and its Hessian is
+    proportional to (a^2 I + w~ w~^T / a^2)^(-1) with a^2 = S + delta/2 (the time-warped mirror
+    descent). Expected, on the six settings of Azulay's Figure 7.2 (w~0 = alpha (0.6, 0.8)): Q at 200
+    random points is above Q(w~0); the central-difference Hessian (step 1e-4) at three points is that
+    matrix times one scalar, to 1e-5 relative."""
+    from dlsweep.reproduce import FIG7_2_DIRECTION, FIG7_2_PANELS
+
+    rng = np.random.default_rng(3)
+    for alpha, s in FIG7_2_PANELS:
+        w0, delta = alpha * FIG7_2_DIRECTION, float(T.neuron_delta(alpha, s))
+        others = w0 + rng.standard_normal((200, 2))
+        assert (T.neuron_Q(others, w0, delta) > T.neuron_Q(w0, w0, delta)).all()
+        for point in rng.standard_normal((3, 2)) * 2:
+            h, eye = 1e-4, np.eye(2)
+            hessian = np.array([[(T.neuron_Q(point + h * (eye[i] + eye[j]), w0, delta)
+                                  - T.neuron_Q(point + h * (eye[i] - eye[j]), w0, delta)
+                                  - T.neuron_Q(point - h * (eye[i] - eye[j]), w0, delta)
+                                  + T.neuron_Q(point - h * (eye[i] + eye[j]), w0, delta)) / (4 * h * h)
+                                 for j in range(2)] for i in range(2)])
+            big_s = math.sqrt(point @ point + delta**2 / 4)
+            a2 = big_s + delta / 2
+            expected = np.linalg.inv(a2 * eye + np.outer(point, point) / a2)
+            scale = np.sum(hessian * expected) / np.sum(expected * expected)
+            np.testing.assert_allclose(hessian, scale * expected, rtol=1e-5, atol=1e-5 * np.abs(scale * expected).max())

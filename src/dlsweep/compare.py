@@ -109,38 +109,71 @@ def diagonal_baseline(task: dict) -> Baseline | None:
 
 
 def _interpolator_fit(task: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """One seed's (x, y) in float64 with its min-l1 and min-l2 interpolators."""
+    """One seed's data in float64 (x, y and, for the one-neuron network, the init's directions)
+    with its min-l1 and min-l2 interpolators."""
     from dlsweep.analysis import theory
 
-    x, y = np.asarray(task["x"], np.float64), np.asarray(task["y"], np.float64)
-    return {"x": x, "y": y, "l1": theory.min_l1_interpolator(x, y), "l2": theory.min_l2_interpolator(x, y)}
+    data = {name: np.asarray(task[name], np.float64) for name in ("x", "y", "direction") if name in task}
+    return data | {"l1": theory.min_l1_interpolator(data["x"], data["y"]), "l2": theory.min_l2_interpolator(data["x"], data["y"])}
 
 
-def _interpolator_columns(signed: bool):
+QMinimizers = Callable[[dict, pd.DataFrame], tuple[np.ndarray, np.ndarray]]    # (fitted, runs) -> (rows, minimizers)
+
+
+def _interpolator_columns(q_minimizers: QMinimizers):
     """Per run of one seed: `distance_l1`, `distance_l2` (||beta - beta_l1||, ||beta - beta_l2||),
     `l1_l2_position` = distance_l1 / (distance_l1 + distance_l2) (0: at the min-l1 interpolator,
-    1: at the min-l2 one) and, for the signed form at depth 2, `distance_q` = ||beta - argmin Q_c||
-    with c = 2 sigma0 (1 + s^2)/(1 - s^2) from the run's scale and shape (Azulay's Theorem 1; NaN
-    elsewhere: no closed form)."""
+    1: at the min-l2 one) and `distance_q`, ||beta - argmin Q|| for the rows where the theory has a
+    closed form (`q_minimizers` gives them and their minimizers; NaN elsewhere)."""
     def columns(fitted: dict[str, np.ndarray], runs: pd.DataFrame) -> dict[str, np.ndarray]:
-        from dlsweep.analysis import theory
-
         beta = np.stack(runs["beta"].to_numpy()).astype(np.float64)
         to_l1 = np.linalg.norm(beta - fitted["l1"], axis=1)
         to_l2 = np.linalg.norm(beta - fitted["l2"], axis=1)
         to_q = np.full(len(runs), np.nan)
-        closed = (runs["depth"].to_numpy() == 2) & signed
-        if closed.any():
-            shape = runs["shape"].to_numpy() if "shape" in runs else np.zeros(len(runs))
-            c = theory.azulay_c(runs["sigma0"].to_numpy(), np.abs(shape))[closed]
-            minimizers = theory.azulay_q_minimizer(fitted["x"], fitted["y"], c[:, None] * np.ones(beta.shape[1]))
-            to_q[closed] = np.linalg.norm(beta[closed] - minimizers, axis=1)
+        rows, minimizers = q_minimizers(fitted, runs)
+        if rows.any():
+            to_q[rows] = np.linalg.norm(beta[rows] - minimizers, axis=1)
         return {"distance_q": to_q, "distance_l1": to_l1, "distance_l2": to_l2,
                 "l1_l2_position": to_l1 / (to_l1 + to_l2)}
 
     return columns
 
 
+def _shape_of(runs: pd.DataFrame) -> np.ndarray:
+    return runs["shape"].to_numpy() if "shape" in runs else np.zeros(len(runs))
+
+
+def _diagonal_q(signed: bool) -> QMinimizers:
+    """The signed diagonal network at depth 2: argmin Q_c, c = 2 sigma0 (1 + s^2)/(1 - s^2)
+    (Azulay's Theorem 1), batched over the seed's runs."""
+    def minimizers(fitted, runs):
+        from dlsweep.analysis import theory
+
+        rows = (runs["depth"].to_numpy() == 2) & signed
+        c = theory.azulay_c(runs["sigma0"].to_numpy(), np.abs(_shape_of(runs)))[rows]
+        if not rows.any():
+            return rows, np.zeros((0, fitted["x"].shape[1]))
+        return rows, theory.azulay_q_minimizer(fitted["x"], fitted["y"], c[:, None] * np.ones(fitted["x"].shape[1]))
+
+    return minimizers
+
+
+def _neuron_q(fitted, runs):
+    """The one-neuron network: argmin Q of Azulay's Theorem 2 from w~0 = sigma0 u (u the init's
+    direction, |a0| ||w0|| = sigma0) with delta = 4 sigma0 s / (1 - s^2), per run."""
+    from dlsweep.analysis import theory
+
+    if fitted["direction"].shape[0] != 1:
+        return np.zeros(len(runs), bool), np.zeros((0, fitted["x"].shape[1]))
+    minimizers = [theory.neuron_q_minimizer(fitted["x"], fitted["y"], sigma0 * fitted["direction"][0],
+                                            float(theory.neuron_delta(sigma0, shape)))
+                  for sigma0, shape in zip(runs["sigma0"].to_numpy(), _shape_of(runs))]
+    return np.ones(len(runs), bool), np.asarray(minimizers)
+
+
 def interpolators(task: dict) -> Baseline:
     """The diagonal network's comparator: the theory's interpolators (`_interpolator_columns`)."""
-    return Baseline(_interpolator_fit, _interpolator_columns(task["form"] == "signed"), requires=None)
+    return Baseline(_interpolator_fit, _interpolator_columns(_diagonal_q(task["form"] == "signed")), requires=None)
+
+
+NEURON_INTERPOLATORS = Baseline(_interpolator_fit, _interpolator_columns(_neuron_q), requires=None)

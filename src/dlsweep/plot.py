@@ -427,6 +427,32 @@ def summary_lines(frame: pd.DataFrame, x: str, column: str, hue: str, levels: di
     return fig
 
 
+def neuron_q_contours(panels: list[tuple[str, np.ndarray, float]], extent: float = 4.0, width: float = DOUBLE) -> plt.Figure:
+    """Contours of Azulay et al.'s Q for one neuron in d = 2 (their Figure 7.2), one panel per
+    (title, w~0, delta): Q(w~) - Q(w~0) on [-extent, extent]^2 at levels spaced evenly in its square
+    root (so a quadratic's ellipses are evenly spaced), with w~0 marked (Q's unconstrained minimum)."""
+    grid = np.linspace(-extent, extent, 241)
+    points = np.stack(np.meshgrid(grid, grid), axis=-1)
+    rows = 2 if len(panels) > 3 else 1
+    columns = math.ceil(len(panels) / rows)
+    fig, axes = plt.subplots(rows, columns, figsize=(width, width / columns * rows * 1.05), squeeze=False,
+                             layout="constrained")
+    for ax, (title, w0, delta) in zip(axes.ravel(), panels):
+        values = theory.neuron_Q(points, w0, delta) - float(theory.neuron_Q(w0, w0, delta))
+        levels = np.linspace(0.0, np.sqrt(max(values.max(), 1e-300)), 12)[1:] ** 2
+        ax.contour(grid, grid, values, levels=levels, cmap="viridis", linewidths=0.9)
+        ax.plot(*w0, marker="*", ls="none", color=OKABE_ITO[3], ms=8, label=r"$\tilde w_0$")
+        ax.set_title(title, fontsize=8)
+        ax.set_aspect("equal")
+        ax.tick_params(labelsize=7)
+    for ax in axes.ravel()[len(panels):]:
+        ax.set_visible(False)
+    axes[0, 0].legend(fontsize=7, frameon=False, loc="lower left")
+    fig.supxlabel(r"$\tilde w_1$", fontsize=9)
+    fig.supylabel(r"$\tilde w_2$", fontsize=9)
+    return fig
+
+
 def _quantity_label(name: str) -> str:
     return {"log_hit_ratio": r"$\log_{10}$(step $\sigma_j$ reaches $s\sigma^*_j$ / step $\sigma_i$ reaches $f\sigma^*_i$)",
             "sigma0_th": r"threshold $\sigma_0^{th}$",

@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 from typing import NamedTuple
+from collections.abc import Callable
+
+import numpy as np
 
 from dlsweep import api
 from dlsweep.store import StoreError
@@ -37,6 +40,29 @@ class Reproduction:
     variants: tuple[Variant, ...] = ()          # none: one sweep in the folder
     combined: tuple[str, tuple[tuple[str, tuple[str, ...]], ...]] | None = None   # (column, ((panel
     # title, its variants' sub-folders), ...)): one more figure with the variants side by side
+    draw: Callable[[Path], list[Path]] | None = None    # a figure of the theory alone: no sweep is run
+
+
+FIG7_2_DIRECTION = np.array([0.6, 0.8])       # Azulay et al.'s w~0 / alpha in their Figure 7.2
+FIG7_2_PANELS = ((2.0, 0.0), (2.0, 0.2), (2.0, 0.8), (0.01, 0.1), (1.0, 0.1), (2.5, 0.1))     # (alpha, s)
+
+
+def _draw_fig7_2(folder: Path) -> list[Path]:
+    """Azulay et al.'s Figure 7.2: Theorem 2's Q of one neuron in d = 2 from w~0 = alpha (0.6, 0.8),
+    top alpha = 2 at s = 0, 0.2, 0.8, bottom s = 0.1 at alpha = 0.01, 1, 2.5."""
+    import matplotlib.pyplot as plt
+
+    from dlsweep import plot
+    from dlsweep.analysis import theory
+
+    panels = [(rf"$\alpha$ = {alpha:g}, $s$ = {s:g}", alpha * FIG7_2_DIRECTION, float(theory.neuron_delta(alpha, s)))
+              for alpha, s in FIG7_2_PANELS]
+    figure = plot.neuron_q_contours(panels)
+    path = folder / "figures" / "neuron-q-contours.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=150)
+    plt.close(figure)
+    return [path]
 
 
 REPRODUCTIONS = {r.name: r for r in (
@@ -165,6 +191,11 @@ REPRODUCTIONS = {r.name: r for r in (
         ({"kind": "summary"}, {"kind": "summary", "x": "c"},
          {"kind": "heatmap", "color": "l1_l2_position"})),
     Reproduction(
+        "azulay-fig7-2", "Azulay et al. 2021, Figure 7.2",
+        "contours of Theorem 2's Q for one neuron in d = 2 from w~0 = alpha (0.6, 0.8): alpha = 2 at s = 0, 0.2, "
+        "0.8 and s = 0.1 at alpha = 0.01, 1, 2.5 (small scale: ~ ||w~||^(3/2); large scale or s -> 1: ellipses "
+        "centred at w~0); theory only, no sweep", (), None, (), draw=_draw_fig7_2),
+    Reproduction(
         "azulay-phase", "Beyond the paper: the scale x shape plane of diagonal networks",
         "population error and the position between the min-l1 and min-l2 interpolators over log init scale x "
         "shape, for depths 2, 3 and 4 in one program; at depth 2 with Theorem 1's boundary (argmin Q_c halfway)",
@@ -198,6 +229,8 @@ def run(name: str, quick: bool = False, out_root: str | Path = "runs", progress_
         raise StoreError(f"unknown reproduction {name!r}; `dlsweep reproduce --list` shows: {', '.join(REPRODUCTIONS)}")
     repro = REPRODUCTIONS[name]
     folder = Path(out_root) / (f"{name}-quick" if quick else name)
+    if repro.draw is not None:
+        return Reproduced(name, folder, None, repro.draw(folder))
     table_path, figures = None, []
     for variant in repro.variants or (Variant("", ""),):
         run_folder = folder / variant.folder if variant.folder else folder

@@ -294,16 +294,32 @@ def _fixed(task: dict, key: str, value: int, error: Error, what: str) -> None:
 
 
 def validate_diagonal_net(task: dict, error: Error) -> dict:
-    """[task] of the deep diagonal network on sparse regression (models/diagonal_net.py): `d`,
-    `examples` n, `sparsity` k <= d, label `noise` std, `form` (signed or plain), `top` <= d.
-    The defaults are Azulay et al.'s section 9: d = 1000, n = 100, k = 5, noise 0.1. No targets:
-    what the network learns is judged against the interpolators of the theory (`compare`)."""
+    """[task] of the deep diagonal network (models/diagonal_net.py): the sparse regression
+    (`validate_sparse_regression`) and `form` (signed or plain)."""
     from dlsweep.models.diagonal_net import FORMS
 
-    _reject_unknown(task, ("d", "examples", "sparsity", "noise", "form", "top"), error)
+    _reject_unknown(task, (*SPARSE_REGRESSION, "form"), error)
+    return validate_sparse_regression(task, error) | {"form": _choice(task, "form", FORMS, error)}
+
+
+def validate_neuron(task: dict, error: Error) -> dict:
+    """[task] of the two-layer fully connected network (models/neuron.py): the sparse regression
+    (`validate_sparse_regression`) and `width`, its number of neurons (default 1)."""
+    _reject_unknown(task, (*SPARSE_REGRESSION, "width"), error)
+    return validate_sparse_regression(task, error) | {"width": _integer(task, "width", 1, 1, error)}
+
+
+SPARSE_REGRESSION = ("d", "examples", "sparsity", "noise", "top")
+
+
+def validate_sparse_regression(task: dict, error: Error) -> dict:
+    """Azulay et al.'s sparse regression: `d`, `examples` n, `sparsity` k <= d, label `noise` std,
+    `top` <= d observed |beta_i|. The defaults are their section 9: d = 1000, n = 100, k = 5, noise
+    0.1. No targets: what a network learns is judged against the interpolators of the theory
+    (`compare`)."""
     d = _integer(task, "d", 1000, 1, error)
     out = {"d": d, "examples": _integer(task, "examples", 100, 1, error),
-           "sparsity": _integer(task, "sparsity", 5, 1, error), "form": _choice(task, "form", FORMS, error)}
+           "sparsity": _integer(task, "sparsity", 5, 1, error)}
     if out["sparsity"] > d:
         raise error("sparsity", f"expected at most d = {d} nonzeros, got {out['sparsity']}")
     out["noise"] = _noise(task, 0.1, error)

@@ -632,3 +632,27 @@ def neuron_Q(w, w0, delta):
     norm0 = np.linalg.norm(w0, axis=-1)
     return (neuron_q(np.linalg.norm(w, axis=-1), delta)
             - neuron_q_prime(norm0, delta) * np.sum(w0 * w, axis=-1) / norm0)
+
+
+def neuron_q_minimizer(x, y, w0, delta: float, rtol: float = 1e-12):
+    """argmin Q(w~) subject to X w~ = y for the one-neuron network from the predictor w~0 = `w0`
+    with delta = a0^2 - ||w0||^2 (Theorem 2). Stationarity grad Q = X^T lam gives
+    w~ = r(||z||) z / ||z|| with z = X^T lam + q^'(||w~0||) w~0 / ||w~0|| and r the inverse of q^':
+    with t = (q / (3/2))^2, r = sqrt(t (t + delta)). The n equations X w~(lam) = y are solved by
+    scipy's hybrid Powell method from the minimum-l2 multipliers; raises ArithmeticError unless
+    ||X w~ - y||_inf <= rtol (1 + ||y||_inf)."""
+    x, y, w0 = (np.asarray(v, dtype=float) for v in (x, y, w0))
+    pull = neuron_q_prime(np.linalg.norm(w0), delta) * w0 / np.linalg.norm(w0)
+
+    def predictor(lam):
+        z = x.T @ lam + pull
+        t = (np.linalg.norm(z) / 1.5) ** 2
+        return np.sqrt(t * (t + delta)) * z / np.linalg.norm(z)
+
+    start = np.linalg.lstsq(x.T, neuron_q_prime(np.linalg.norm(min_l2_interpolator(x, y)), delta)
+                            * min_l2_interpolator(x, y) / np.linalg.norm(min_l2_interpolator(x, y)) - pull, rcond=None)[0]
+    solution = optimize.root(lambda lam: x @ predictor(lam) - y, start, method="hybr", tol=1e-14)
+    w = predictor(solution.x)
+    if np.max(np.abs(x @ w - y)) > rtol * (1.0 + np.max(np.abs(y))):
+        raise ArithmeticError(f"neuron_q_minimizer: the constraint is off by {np.max(np.abs(x @ w - y)):.2g} ({solution.message})")
+    return w

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dlsweep import compare, tasks
-from dlsweep.models import conv, diagonal, diagonal_net, linear_net, matrix_sensing, quadratic, toy
+from dlsweep.models import conv, diagonal, diagonal_net, linear_net, matrix_sensing, neuron, quadratic, toy
 
 INTEGER_HPS = ("depth", "sparsity", "seed")     # per-trajectory values passed as int32; every other axis in the sweep's float dtype
 
@@ -62,6 +62,13 @@ class Family:
     # theory applies to its thresholds), or None
 
 
+SPARSE_REGRESSION_KEYS = {
+    "d": "dimension (default 1000)",
+    "examples": "Gaussian examples x ~ N(0, I) per seed (default 100)",
+    "sparsity": "nonzeros k of beta* (its first k coordinates, 1/sqrt(k) each; default 5)",
+    "noise": "label noise std (default 0.1)",
+    "top": "how many of the largest |beta_i| are observed (default 5)"}
+
 FAMILIES: dict[str, Family] = {
     "toy": Family(
         name="toy",
@@ -86,6 +93,7 @@ FAMILIES: dict[str, Family] = {
             d=sweep.task["d"], k=sweep.task["top"], max_depth=int(max(sweep.axes["depth"])),
             init_kind=sweep.task["init"], measurements=sweep.task["measurements"]),
         make_task=tasks.make_matrix_sensing,
+        optional_axes=("shape",),
         observed=r"singular values $\sigma_i(W)$",
         targets=tasks.targets_if_all_observed,
     ),
@@ -146,6 +154,7 @@ FAMILIES: dict[str, Family] = {
         make_task=tasks.make_conv,
         observed=r"Fourier amplitudes $|\hat\beta_f|$",
         baseline=lambda task: compare.SVM,
+        optional_axes=("shape",),
     ),
     "linear_net": Family(
         name="linear_net",
@@ -183,12 +192,8 @@ FAMILIES: dict[str, Family] = {
         summary="Woodworth et al. 2020 / Azulay et al. 2021 sec. 9: beta = u_1+ o ... o u_N+ - u_1- o ... o u_N-, "
                 "sparse regression, init scale x shape; population error, distance to the theory's interpolators",
         axes=("depth", "sigma0", "lr"),
-        task_keys={"d": "dimension (default 1000)",
-                   "examples": "Gaussian examples x ~ N(0, I) per seed (default 100)",
-                   "sparsity": "nonzeros k of beta* (its first k coordinates, 1/sqrt(k) each; default 5)",
-                   "noise": "label noise std (default 0.1)",
-                   "form": "signed (default: u+ o v+ - u- o v-, beta(0) = 0) or plain (u o v, beta(0) = sigma0)",
-                   "top": "how many of the largest |beta_i| are observed (default 5)"},
+        task_keys=SPARSE_REGRESSION_KEYS | {
+            "form": "signed (default: u+ o v+ - u- o v-, beta(0) = 0) or plain (u o v, beta(0) = sigma0)"},
         validate_task=tasks.validate_diagonal_net,
         build=lambda sweep: diagonal_net.DiagonalNet(
             d=sweep.task["d"], examples=sweep.task["examples"], sparsity=sweep.task["sparsity"],
@@ -198,6 +203,22 @@ FAMILIES: dict[str, Family] = {
         observed=r"largest $|\beta_i|$",
         targets=lambda task: None,
         baseline=compare.interpolators,
+        optional_axes=("shape",),
+    ),
+    "neuron": Family(
+        name="neuron",
+        summary="Azulay et al. 2021 sec. 6: f(x) = sum_j a_j <w_j, x> (two layers, scalar output), sparse regression, "
+                "init scale x shape; population error, distance to Theorem 2's interpolator",
+        axes=("sigma0", "lr"),
+        task_keys=SPARSE_REGRESSION_KEYS | {"width": "number of neurons (default 1: Theorem 2's single neuron)"},
+        validate_task=tasks.validate_neuron,
+        build=lambda sweep: neuron.Neuron(
+            d=sweep.task["d"], examples=sweep.task["examples"], sparsity=sweep.task["sparsity"],
+            noise=sweep.task["noise"], width=sweep.task["width"], k=sweep.task["top"], dtype=sweep.dtype),
+        make_task=lambda sweep: {},
+        observed=r"largest $|\beta_i|$",
+        targets=lambda task: None,
+        baseline=lambda task: compare.NEURON_INTERPOLATORS,
         optional_axes=("shape",),
     ),
 }

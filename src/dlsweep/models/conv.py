@@ -25,6 +25,7 @@ import numpy as np
 from flax import struct
 
 from dlsweep.models.diagonal import classification_loss, cosine, gaussian_examples, sign_labels
+from dlsweep.models.layers import layer_scales
 
 LOSSES = ("exponential", "logistic")
 
@@ -45,11 +46,14 @@ class Conv:
         return {"x": x, "y": sign_labels(x, task["w_star"])}
 
     def init(self, key, hp, task):
+        """N(0, a_l^2 / d) filters, a_1 for the first layer and a for the others (models/layers.py;
+        shape 0 by default: every layer at sigma0^(1/N)); padded layers are the unit impulse."""
         dtype = hp["sigma0"].dtype
-        scale = jnp.power(hp["sigma0"], 1.0 / jnp.asarray(hp["depth"], dtype)) / np.sqrt(self.d)
+        first, other = layer_scales(hp["sigma0"], hp["depth"], hp.get("shape", 0.0))
+        layer = jnp.arange(self.max_depth)[:, None]
+        scale = jnp.where(layer == 0, first, other) / np.sqrt(self.d)
         active = jax.random.normal(key, (self.max_depth, self.d), dtype) * scale
         impulse = jnp.zeros((self.d,), dtype).at[0].set(1.0)
-        layer = jnp.arange(self.max_depth)[:, None]
         return {"layers": jnp.where(layer < hp["depth"], active, impulse)}
 
     def spectrum(self, params, hp):

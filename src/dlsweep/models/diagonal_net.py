@@ -31,8 +31,36 @@ from dlsweep.models.layers import layer_scales
 FORMS = ("signed", "plain")
 
 
+class SparseRegressionModel:
+    """What every model of a linear predictor `predictor(params, hp)` on the sparse regression shares:
+    beta*, the loss, the observations and the summaries (its fields: d, sparsity, noise, k, dtype)."""
+
+    def beta_star(self):
+        return sparse_target(self.d, self.sparsity, self.dtype)
+
+    def loss(self, params, hp, task):
+        """1/(2n) ||X beta - y||^2."""
+        residual = task["x"] @ self.predictor(params, hp) - task["y"]
+        return 0.5 * jnp.mean(residual * residual)
+
+    def population_error(self, beta):
+        """||beta - beta*||^2 + noise^2 (module docstring)."""
+        gap = beta - self.beta_star()
+        return jnp.sum(gap * gap) + self.noise**2
+
+    def observe(self, params, hp, task):
+        """The k largest |beta_i| and the population error."""
+        beta = self.predictor(params, hp)
+        return {"sigma": jax.lax.top_k(jnp.abs(beta), self.k)[0], "population_error": self.population_error(beta)}
+
+    def summarize(self, params, hp, task):
+        """The final population error and predictor."""
+        beta = self.predictor(params, hp)
+        return {"population_error": self.population_error(beta), "beta": beta}
+
+
 @struct.dataclass
-class DiagonalNet:
+class DiagonalNet(SparseRegressionModel):
     """Static configuration: dimension d, examples n, nonzeros of beta* (sparsity), label noise
     std, observed values k, largest depth, form, dtype of the drawn data."""
 
@@ -45,15 +73,8 @@ class DiagonalNet:
     form: str = struct.field(pytree_node=False, default="signed")
     dtype: str = struct.field(pytree_node=False, default="float32")
 
-    def beta_star(self):
-        """beta*: 1/sqrt(k) on the first k coordinates, 0 elsewhere."""
-        return jnp.where(jnp.arange(self.d) < self.sparsity, 1.0 / jnp.sqrt(float(self.sparsity)), 0.0).astype(self.dtype)
-
     def draw(self, key, task):
-        """One seed's examples x (n x d, N(0, 1) entries) and labels y = x beta* + noise N(0, 1)."""
-        x_key, noise_key = jax.random.split(key)
-        x = jax.random.normal(x_key, (self.examples, self.d), self.dtype)
-        return {"x": x, "y": x @ self.beta_star() + self.noise * jax.random.normal(noise_key, (self.examples,), self.dtype)}
+        return sparse_regression(key, self.examples, self.d, self.sparsity, self.noise, self.dtype)
 
     def init(self, key, hp, task):
         """Layer 1 at a_1, layers 2..N at a (models/layers.py), the ones past the depth at 1."""
@@ -72,21 +93,14 @@ class DiagonalNet:
             product = product - jnp.prod(jnp.where(used, params["minus"], 1.0), axis=0)
         return product
 
-    def loss(self, params, hp, task):
-        """1/(2n) ||X beta - y||^2."""
-        residual = task["x"] @ self.predictor(params, hp) - task["y"]
-        return 0.5 * jnp.mean(residual * residual)
 
-    def population_error(self, beta):
-        """||beta - beta*||^2 + noise^2 (module docstring)."""
-        gap = beta - self.beta_star()
-        return jnp.sum(gap * gap) + self.noise**2
+def sparse_target(d: int, sparsity: int, dtype):
+    """beta*: 1/sqrt(k) on the first k coordinates, 0 elsewhere (unit norm)."""
+    return jnp.where(jnp.arange(d) < sparsity, 1.0 / jnp.sqrt(float(sparsity)), 0.0).astype(dtype)
 
-    def observe(self, params, hp, task):
-        """The k largest |beta_i| and the population error."""
-        beta = self.predictor(params, hp)
-        return {"sigma": jax.lax.top_k(jnp.abs(beta), self.k)[0], "population_error": self.population_error(beta)}
 
-    def summarize(self, params, hp, task):
-        beta = self.predictor(params, hp)
-        return {"population_error": self.population_error(beta), "beta": beta}
+def sparse_regression(key, examples: int, d: int, sparsity: int, noise: float, dtype) -> dict:
+    """One seed's examples x (n x d, N(0, 1) entries) and labels y = x beta* + noise N(0, 1)."""
+    x_key, noise_key = jax.random.split(key)
+    x = jax.random.normal(x_key, (examples, d), dtype)
+    return {"x": x, "y": x @ sparse_target(d, sparsity, dtype) + noise * jax.random.normal(noise_key, (examples,), dtype)}

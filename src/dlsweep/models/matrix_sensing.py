@@ -27,6 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from dlsweep.models.layers import layer_scales
+
 INITS = ("identity", "gaussian")
 DRIFT_ROUNDING = 16     # x d eps ||W||_F: above the error of either observation (Jacobi's tol is sqrt(d) eps)
 
@@ -55,16 +57,18 @@ class MatrixSensing:
         return {"gram": a.T @ a / self.measurements} if self.statistic == "gram" else {"measurements": a}
 
     def init(self, key, hp, task):
+        """W_1 at scale a_1 and W_2 .. W_N at a (models/layers.py; shape 0 by default: every layer
+        at sigma0^(1/N)): a I (identity init) or N(0, a^2 / d) entries; padded layers are I."""
         dtype = hp["sigma0"].dtype
         depth = hp["depth"]
-        scale = jnp.power(hp["sigma0"], 1.0 / jnp.asarray(depth, dtype))
+        first, other = layer_scales(hp["sigma0"], depth, hp.get("shape", 0.0))
+        layer = jnp.arange(self.max_depth)[:, None, None]
+        scale = jnp.where(layer == 0, first, other)
         eye = jnp.eye(self.d, dtype=dtype)
         if self.init_kind == "identity":
-            active = jnp.broadcast_to(scale * eye, (self.max_depth, self.d, self.d))
+            active = scale * eye
         else:
-            noise = jax.random.normal(key, (self.max_depth, self.d, self.d), dtype)
-            active = noise * (scale / np.sqrt(self.d))
-        layer = jnp.arange(self.max_depth)[:, None, None]
+            active = jax.random.normal(key, (self.max_depth, self.d, self.d), dtype) * (scale / np.sqrt(self.d))
         return {"layers": jnp.where(layer < depth, active, eye)}
 
     def product(self, params, depth):

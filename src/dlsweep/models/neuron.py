@@ -1,0 +1,54 @@
+"""Two-layer fully connected linear networks with scalar output (Azulay et al. 2021, section 6,
+Theorem 2; THEORY.md 1.7, 2.8): f(x) = sum_j a_j <w_j, x>, predictor beta = W^T a, on the sparse
+regression of models/diagonal_net.py (loss 1/(2n) ||X beta - y||^2).
+
+Init: each neuron's first layer w_j(0) = |w0| u_j with u_j a unit direction drawn per seed, and its
+second a_j(0) = |a0|, from the scale sigma0 = |a0| |w0| and the `shape` axis s = (|a0| - |w0|) /
+(|a0| + |w0|) (models/layers.py at depth 2: the first layer is w). With one neuron, gradient flow
+conserves delta = a^2 - ||w||^2 = 4 sigma0 s / (1 - s^2) and reaches the interpolator minimizing
+Azulay's Q (Theorem 2; `theory.neuron_q_minimizer`); with several, s = 0 is the strictly balanced
+init of their Proposition 1.
+
+Observed: the k largest |beta_i| and the population error; summarized: the population error and
+the final predictor `beta`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from dlsweep.models.diagonal_net import SparseRegressionModel, sparse_regression
+from dlsweep.models.layers import layer_scales
+
+
+@struct.dataclass
+class Neuron(SparseRegressionModel):
+    """Static configuration: dimension d, examples n, nonzeros of beta*, label noise std, neurons
+    (width), observed values k, dtype of the drawn data."""
+
+    d: int = struct.field(pytree_node=False)
+    examples: int = struct.field(pytree_node=False)
+    sparsity: int = struct.field(pytree_node=False)
+    noise: float = struct.field(pytree_node=False)
+    width: int = struct.field(pytree_node=False)
+    k: int = struct.field(pytree_node=False)
+    dtype: str = struct.field(pytree_node=False, default="float32")
+
+    def draw(self, key, task):
+        """The seed's sparse regression data and the neurons' unit directions u_j (width x d)."""
+        data_key, direction_key = jax.random.split(key)
+        directions = jax.random.normal(direction_key, (self.width, self.d), self.dtype)
+        directions = directions / jnp.linalg.norm(directions, axis=1, keepdims=True)
+        return sparse_regression(data_key, self.examples, self.d, self.sparsity, self.noise, self.dtype) | {"direction": directions}
+
+    def init(self, key, hp, task):
+        """w_j = |w0| u_j, a_j = |a0| (module docstring)."""
+        del key
+        first, second = layer_scales(hp["sigma0"], 2, hp.get("shape", 0.0))
+        return {"w": first * task["direction"], "a": jnp.full((self.width,), second, hp["sigma0"].dtype)}
+
+    def predictor(self, params, hp):
+        """beta = W^T a."""
+        return params["a"] @ params["w"]
