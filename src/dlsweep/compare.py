@@ -158,17 +158,21 @@ def _diagonal_q(signed: bool) -> QMinimizers:
     return minimizers
 
 
-def _neuron_q(fitted, runs):
-    """The one-neuron network: argmin Q of Azulay's Theorem 2 from w~0 = sigma0 u (u the init's
-    direction, |a0| ||w0|| = sigma0) with delta = 4 sigma0 s / (1 - s^2), per run."""
-    from dlsweep.analysis import theory
+def _neuron_q(width: int, shared: bool) -> QMinimizers:
+    """One neuron, or `width` sharing one direction u (one neuron of scale width x sigma0): argmin Q
+    of Azulay's Theorem 2 from w~0 = width sigma0 u with delta = width 4 sigma0 s / (1 - s^2), per
+    run; no closed form for independent directions."""
+    def minimizers(fitted, runs):
+        from dlsweep.analysis import theory
 
-    if fitted["direction"].shape[0] != 1:
-        return np.zeros(len(runs), bool), np.zeros((0, fitted["x"].shape[1]))
-    minimizers = [theory.neuron_q_minimizer(fitted["x"], fitted["y"], sigma0 * fitted["direction"][0],
-                                            float(theory.neuron_delta(sigma0, shape)))
-                  for sigma0, shape in zip(runs["sigma0"].to_numpy(), _shape_of(runs))]
-    return np.ones(len(runs), bool), np.asarray(minimizers)
+        if width > 1 and not shared:
+            return np.zeros(len(runs), bool), np.zeros((0, fitted["x"].shape[1]))
+        found = [theory.neuron_q_minimizer(fitted["x"], fitted["y"], width * sigma0 * fitted["direction"][0],
+                                           width * float(theory.neuron_delta(sigma0, shape)))
+                 for sigma0, shape in zip(runs["sigma0"].to_numpy(), _shape_of(runs))]
+        return np.ones(len(runs), bool), np.asarray(found)
+
+    return minimizers
 
 
 def interpolators(task: dict) -> Baseline:
@@ -176,4 +180,8 @@ def interpolators(task: dict) -> Baseline:
     return Baseline(_interpolator_fit, _interpolator_columns(_diagonal_q(task["form"] == "signed")), requires=None)
 
 
-NEURON_INTERPOLATORS = Baseline(_interpolator_fit, _interpolator_columns(_neuron_q), requires=None)
+
+def neuron_interpolators(task: dict) -> Baseline:
+    """The fully connected network's comparator: the theory's interpolators (`_interpolator_columns`)."""
+    return Baseline(_interpolator_fit, _interpolator_columns(_neuron_q(task["width"], task["directions"] == "shared")),
+                    requires=None)

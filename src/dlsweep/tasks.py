@@ -304,9 +304,14 @@ def validate_diagonal_net(task: dict, error: Error) -> dict:
 
 def validate_neuron(task: dict, error: Error) -> dict:
     """[task] of the two-layer fully connected network (models/neuron.py): the sparse regression
-    (`validate_sparse_regression`) and `width`, its number of neurons (default 1)."""
-    _reject_unknown(task, (*SPARSE_REGRESSION, "width"), error)
-    return validate_sparse_regression(task, error) | {"width": _integer(task, "width", 1, 1, error)}
+    (`validate_sparse_regression`), `width`, its number of neurons (default 1), and `directions`:
+    independent (default) or shared by every neuron (strictly balanced at shape 0)."""
+    _reject_unknown(task, (*SPARSE_REGRESSION, "width", "directions"), error)
+    return validate_sparse_regression(task, error) | {"width": _integer(task, "width", 1, 1, error),
+                                                      "directions": _choice(task, "directions", NEURON_DIRECTIONS, error)}
+
+
+NEURON_DIRECTIONS = ("independent", "shared")
 
 
 SPARSE_REGRESSION = ("d", "examples", "sparsity", "noise", "top")

@@ -210,15 +210,19 @@ FAMILIES: dict[str, Family] = {
         summary="Azulay et al. 2021 sec. 6: f(x) = sum_j a_j <w_j, x> (two layers, scalar output), sparse regression, "
                 "init scale x shape; population error, distance to Theorem 2's interpolator",
         axes=("sigma0", "lr"),
-        task_keys=SPARSE_REGRESSION_KEYS | {"width": "number of neurons (default 1: Theorem 2's single neuron)"},
+        task_keys=SPARSE_REGRESSION_KEYS | {
+            "width": "number of neurons (default 1: Theorem 2's single neuron)",
+            "directions": "independent (default: a random unit direction per neuron) or shared (one for all: "
+                          "strictly balanced at shape 0, and one neuron of scale width x sigma0)"},
         validate_task=tasks.validate_neuron,
         build=lambda sweep: neuron.Neuron(
             d=sweep.task["d"], examples=sweep.task["examples"], sparsity=sweep.task["sparsity"],
-            noise=sweep.task["noise"], width=sweep.task["width"], k=sweep.task["top"], dtype=sweep.dtype),
+            noise=sweep.task["noise"], width=sweep.task["width"], k=sweep.task["top"],
+            shared=sweep.task["directions"] == "shared", dtype=sweep.dtype),
         make_task=lambda sweep: {},
         observed=r"largest $|\beta_i|$",
         targets=lambda task: None,
-        baseline=lambda task: compare.NEURON_INTERPOLATORS,
+        baseline=compare.neuron_interpolators,
         optional_axes=("shape",),
     ),
 }

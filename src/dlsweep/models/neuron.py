@@ -6,8 +6,11 @@ Init: each neuron's first layer w_j(0) = |w0| u_j with u_j a unit direction draw
 second a_j(0) = |a0|, from the scale sigma0 = |a0| |w0| and the `shape` axis s = (|a0| - |w0|) /
 (|a0| + |w0|) (models/layers.py at depth 2: the first layer is w). With one neuron, gradient flow
 conserves delta = a^2 - ||w||^2 = 4 sigma0 s / (1 - s^2) and reaches the interpolator minimizing
-Azulay's Q (Theorem 2; `theory.neuron_q_minimizer`); with several, s = 0 is the strictly balanced
-init of their Proposition 1.
+Azulay's Q (Theorem 2; `theory.neuron_q_minimizer`). With several neurons the directions are
+independent, or `shared` (u_j = u_1): then W = (|w0|/|a0|) a u_1^T, so W W^T = a a^T at s = 0
+(the strictly balanced init of Azulay's Proposition 1), and the network is
+one neuron with a = sqrt(h) |a0|, w = sqrt(h) |w0| u_1: scale h sigma0, the same shape, and
+Theorem 2 with w~0 = h sigma0 u_1 and delta = h 4 sigma0 s / (1 - s^2).
 
 Observed: the k largest |beta_i| and the population error; summarized: the population error and
 the final predictor `beta`.
@@ -26,7 +29,7 @@ from dlsweep.models.layers import layer_scales
 @struct.dataclass
 class Neuron(SparseRegressionModel):
     """Static configuration: dimension d, examples n, nonzeros of beta*, label noise std, neurons
-    (width), observed values k, dtype of the drawn data."""
+    (width), observed values k, one direction for every neuron (shared), dtype of the drawn data."""
 
     d: int = struct.field(pytree_node=False)
     examples: int = struct.field(pytree_node=False)
@@ -34,12 +37,14 @@ class Neuron(SparseRegressionModel):
     noise: float = struct.field(pytree_node=False)
     width: int = struct.field(pytree_node=False)
     k: int = struct.field(pytree_node=False)
+    shared: bool = struct.field(pytree_node=False, default=False)
     dtype: str = struct.field(pytree_node=False, default="float32")
 
     def draw(self, key, task):
         """The seed's sparse regression data and the neurons' unit directions u_j (width x d)."""
         data_key, direction_key = jax.random.split(key)
-        directions = jax.random.normal(direction_key, (self.width, self.d), self.dtype)
+        directions = jax.random.normal(direction_key, (1 if self.shared else self.width, self.d), self.dtype)
+        directions = jnp.broadcast_to(directions, (self.width, self.d))
         directions = directions / jnp.linalg.norm(directions, axis=1, keepdims=True)
         return sparse_regression(data_key, self.examples, self.d, self.sparsity, self.noise, self.dtype) | {"direction": directions}
 
