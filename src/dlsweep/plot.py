@@ -461,7 +461,7 @@ def _quantity_label(name: str) -> str:
             "incremental_fraction": "share of seeds learning incrementally",
             "population_error": r"population error $\|\beta - \beta^*\|^2 + \epsilon^2$",
             "l1_l2_position": "position between min-l1 (0) and min-l2 (1)",
-            "distance_q": r"$\|\beta - \arg\min Q_c\|$"}.get(name, name)
+            "distance_q": r"$\|\beta - \arg\min Q\|$ (the theory's interpolator)"}.get(name, name)
 
 
 def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarray, y_values: list) -> list:
