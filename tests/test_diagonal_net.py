@@ -201,12 +201,15 @@ def test_azulay_phase_quick_reproduction(quick_reproduction):
 
 def test_summary_and_column_heatmap_figures_name_their_errors(tmp_path):
     """The figure options of final-state columns: -y must be a numeric runs column, --at a swept
-    value, -x c needs depth 2; each error names the option."""
+    axis and value, --color (the lines of a summary) an axis, -x c needs depth 2; each error names
+    the option."""
     from dlsweep.plot import PlotError
 
     run_sweep(tmp_path, TASK, {"depth": [3], "sigma0": [0.1], "shape": [0.0, 0.5]}, 50, 0.05)
     for options, message in (({"kind": "summary", "y": "beta"}, "-y 'beta': expected a numeric column"),
                              ({"kind": "summary", "at": {"depth": 2}}, "--at depth=2: not a value of the axis"),
+                             ({"kind": "summary", "at": {"width": 2}}, "--at 'width': expected an axis of the sweep"),
+                             ({"kind": "summary", "color": "width"}, "--color 'width': expected an axis of the sweep"),
                              ({"kind": "summary", "x": "c"}, "-x c is the init's c of a depth-2 network"),
                              ({"kind": "heatmap", "color": "nothing"}, "needs targets")):
         with pytest.raises(PlotError, match=re.escape(message)):

@@ -638,3 +638,17 @@ def test_cli_prints_the_table_and_writes_plain_parquet(theorem3_table, run_cli, 
         np.testing.assert_allclose(table[column].astype(float), expected[column], rtol=1e-9)
     assert list(table.thm3_reason) == list(expected.thm3_reason)
     pd.testing.assert_frame_equal(pd.read_parquet(target), expected)
+
+
+def test_figures_at_one_value_of_another_axis_draw_that_slice(tmp_path):
+    """`at` picks the runs of a figure and the thresholds drawn over them alike. Expected, on a toy
+    sweep over two learning rates: the heatmap at the second lr is written under a name that says
+    so, and its thresholds are that lr's (bisected tables are per lr; the first lr's differ)."""
+    from dlsweep.api import _thresholds_for
+
+    folder = toy_run(tmp_path, sigma_star=[1.0, 0.5], depth=[2, 3], sigma0=COARSE, lr=[1e-3, 4e-3], steps=60000)
+    api.thresholds(folder)
+    (path,) = api.plot_run(folder, kind="heatmap", at={"lr": 4e-3})
+    assert path.name == "heatmap-sigma0-depth-lr0.004.png"
+    picked = _thresholds_for(folder, S, F, None, {"lr": 4e-3})
+    assert len(picked) == 2 and (picked.lr == 4e-3).all()

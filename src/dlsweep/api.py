@@ -308,7 +308,7 @@ FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 RATE_WINDOW = 0.1      # pc_rates fits ln distance while it is above this fraction of its largest value
 
 
-def pc_rates(folder: str | Path) -> pd.DataFrame:
+def pc_rates(folder: str | Path, at: dict[str, float] | None = None) -> pd.DataFrame:
     """Measured convergence rates along the data's principal directions, beside Hacohen &
     Weinshall's prediction (eq. 10): for every run, the slope of ln pc_distance_j against the step
     (`theory.fit_pc_rates`), with lambda_j the
@@ -317,12 +317,14 @@ def pc_rates(folder: str | Path) -> pd.DataFrame:
     -ln|1 - lr N lambda_j|, for the runs that did not diverge at the first value of every other
     axis; directions outside the support of Sigma_x (no gradient reaches them) are left out. The
     fit covers the decay to RATE_WINDOW of the largest distance: the prediction assumes the
-    layers' gradient scale matrices at the identity, as at the init, and deeper networks leave it."""
+    layers' gradient scale matrices at the identity, as at the init, and deeper networks leave it.
+    `at` (e.g. {"depth": 2}) keeps the runs at those axis values."""
     from dlsweep.analysis import theory
 
     folder = Path(folder)
     sweep = spec_module.load(_spec_file(folder))
-    runs, traj = load(folder), load_trajectories(folder)
+    _check_at(sweep, at)
+    runs, traj = _only(load(folder), at), load_trajectories(folder)
     columns = store.vector_columns(traj, "pc_distance")
     if not columns or "depth" not in runs:
         raise incremental.ThresholdError(f"{folder}: per-PC rates need a depth axis and pc_distance columns (linear_net)")
@@ -385,9 +387,8 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         raise plot.PlotError(f"-o {out}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
     sweep = spec_module.load(_spec_file(folder))
     sigma_star = models.FAMILIES[sweep.model].targets(sweep.task)
-    runs = load(folder)
-    if at:
-        runs = _at(runs, sweep, at)
+    _check_at(sweep, at)
+    runs = _only(load(folder), at)
     column_heatmap = kind == "heatmap" and color is not None and color in runs.columns and color not in sweep.axes
     if sigma_star is None and kind in NEEDS_TARGETS and not column_heatmap:
         raise plot.PlotError(f"{folder}: a {kind} figure needs targets sigma_star, which this task has not")
@@ -398,7 +399,8 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         pair = adjacent[0] if adjacent else None
     elif sigma_star is not None:
         incremental.pairs_for(sigma_star, [pair])
-    name = kind + "".join(f"-{axis}{value:g}" for axis, value in (at or {}).items())
+    at_name = "".join(f"-{axis}{value:g}" for axis, value in (at or {}).items())    # a figure of a slice: its own file
+    name = kind + at_name
     if kind == "trajectories":
         facets = [a for a in (x or "depth", y or "sigma0") if a in sweep.axes] or [a for a in sweep.axes if a != "seed"][:1]
         cols, rows = _two_axes(sweep, *facets) if len(facets) == 2 else (facets[0], None)
@@ -437,10 +439,10 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
             raise plot.PlotError(f"{folder}: the pcs figure needs pc_distance columns (model linear_net)")
         hue = _axis_of(sweep, x or "depth")
         _, heading = _slice_with_heading(runs[~runs.diverged], sweep, hue, title)
-        figure = plot.pc_profile(_first_slice(pc_spread(folder), [a for a in sweep.axes if a not in (hue, "seed")]),
-                                 hue=hue, title=heading)
+        spread = _only(pc_spread(folder), at)
+        figure = plot.pc_profile(_first_slice(spread, [a for a in sweep.axes if a not in (hue, "seed")]), hue=hue, title=heading)
     elif kind == "pc_curves":
-        rates = pc_rates(folder)
+        rates = pc_rates(folder, at)
         depth, lr = rates.depth.min(), rates.lr.min()
         rates = rates[(rates.depth == depth) & (rates.lr == lr)].set_index("j")
         directions = [j for j in PC_CURVES if j in rates.index]
@@ -449,11 +451,11 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         figure = plot.pc_curves(traj[traj.run_id.isin(chosen.run_id)], chosen, directions,
                                 {j: np.exp(-rates.predicted[j]) for j in directions}, title=heading)
     elif kind == "pc_rates":
-        figure = plot.pc_rates(pc_rates(folder).dropna(subset=["rate"]), title=title)
+        figure = plot.pc_rates(pc_rates(folder, at).dropna(subset=["rate"]), title=title)
     elif kind == "summary":
         column, hue = y or "population_error", color or ("shape" if "shape" in sweep.axes else "depth")
         _numeric_column(runs, column, sweep, "-y")
-        _axis_of(sweep, hue)
+        _axis_of(sweep, hue, "--color")
         frame = runs[~runs.diverged]
         across = x or "sigma0"
         if across == "c":
@@ -468,7 +470,7 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
             levels = {"min-l1 interpolator": rich, "min-l2 interpolator": kernel}
             curve = (cs, values, r"theory: argmin $Q_c$ (Theorem 1)") if across == "c" else None
         figure = plot.summary_lines(frame, across, column, hue, levels, curve, title=heading)
-        name += f"-{column}-{across}"
+        name = f"{kind}-{column}-{across}{at_name}"
     elif column_heatmap:
         x, y = _two_axes(sweep, x or "sigma0", y or ("shape" if "shape" in sweep.axes else "depth"))
         _numeric_column(runs, color, sweep, "--color")
@@ -481,13 +483,13 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
             heading += f"; mean over {len(sweep.axes['seed'])} seeds"
         figure = plot.heatmap(frame.groupby([x, y], as_index=False)[color].mean(), x, y, color, title=heading,
                               boundary=boundary)
-        name = f"heatmap-{x}-{y}-{color}" + name[len(kind):]
+        name = f"heatmap-{x}-{y}-{color}{at_name}"
     elif kind == "heatmap" and (x, y) == ("r", "depth"):
-        table = _thresholds_for(folder, s, f, "all").assign(
+        table = _thresholds_for(folder, s, f, "all", at).assign(
             log10_threshold_over_target=lambda t: np.log10(t.sigma0_th / t.sigma_star_j))
         figure = plot.heatmap(table[table.i == pair[0]], "r", "depth", color or "log10_threshold_over_target",
                               title=f"threshold against r (values below {sigma_star[pair[0]]:g})")
-        name = "heatmap-r-depth"
+        name = f"heatmap-r-depth{at_name}"
     elif kind == "heatmap":
         x, y = _two_axes(sweep, x or "sigma0", y or ("depth" if "depth" in sweep.axes else "lr"))
         incremental.check_levels(s, f, sweep.record.levels)
@@ -498,7 +500,7 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         seeds = color is None and "seed" in sweep.axes and "seed" not in (x, y)    # colour: the share of seeds
         other = [a for a in sweep.axes if a not in (x, y) and not (seeds and a == "seed")]
         frame = _first_slice(frame, other)
-        table = _thresholds_for(folder, s, f, [pair])
+        table = _thresholds_for(folder, s, f, [pair], at)
         table = _first_slice(table[(table.i == pair[0]) & (table.j == pair[1])], other)
         heading = (f"pair ({pair[0]}, {pair[1]}): $\\sigma^*$ = {sigma_star[pair[0]]:g} vs {sigma_star[pair[1]]:g}, "
                    f"(s, f) = ({s:g}, {f:g})")
@@ -508,22 +510,17 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
             heading += f", {len(sweep.axes['seed'])} seeds"
         figure = plot.heatmap(frame, x, y, "incremental_fraction" if seeds else color or "status",
                               thresholds=table if x == "sigma0" else None, title=f"{title}\n{heading}" if title else heading)
-        name = f"heatmap-{x}-{y}"
+        name = f"heatmap-{x}-{y}{at_name}"
     elif kind == "thresholds":
-        table = _thresholds_for(folder, s, f, None)
+        table = _thresholds_for(folder, s, f, None, at)
         figure = plot.threshold_curves(table[table.status == "ok"])
     else:
-        table = _thresholds_for(folder, s, f, None)
+        table = _thresholds_for(folder, s, f, None, at)
         if not (table.depth == 2).any() or "lr" not in table or table.lr.nunique() < 2:
             raise plot.PlotError(f"{folder}: the lr figure needs depth 2 and several learning rates")
         figure = plot.lr_map(table[table.status == "ok"])
     paths = [folder / "figures" / f"{name}.png"] + ([Path(out)] if out else [])
-    for path in paths:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, dpi=150)
-    import matplotlib.pyplot as plt
-
-    plt.close(figure)
+    plot.save(figure, paths)
     return paths
 
 
@@ -559,17 +556,23 @@ def pc_spread(folder: str | Path) -> pd.DataFrame:
             .agg(mean=("distance", "mean"), std=("distance", "std"), seeds=("distance", "size")))
 
 
-def _at(runs: pd.DataFrame, sweep: Sweep, at: dict[str, float]) -> pd.DataFrame:
-    """The runs at the given values of some axes; a PlotError names an axis or value not swept."""
+def _check_at(sweep: Sweep, at: dict[str, float] | None) -> None:
+    """A PlotError naming an axis or a value of `at` that the sweep does not have."""
     from dlsweep.plot import PlotError
 
-    for axis, value in at.items():
-        _axis_of(sweep, axis)
+    for axis, value in (at or {}).items():
+        _axis_of(sweep, axis, "--at")
         if not np.isclose(sweep.axes[axis], value, rtol=1e-12, atol=0).any():
             raise PlotError(f"--at {axis}={value:g}: not a value of the axis: "
                             f"{', '.join(f'{v:g}' for v in sweep.axes[axis])}")
-        runs = runs[np.isclose(runs[axis], value, rtol=1e-12, atol=0)]
-    return runs
+
+
+def _only(frame: pd.DataFrame, at: dict[str, float] | None) -> pd.DataFrame:
+    """The rows of a runs or derived table at the values `at` gives for the axes it has."""
+    for axis, value in (at or {}).items():
+        if axis in frame:
+            frame = frame[np.isclose(frame[axis], value, rtol=1e-12, atol=0)]
+    return frame
 
 
 def _numeric_column(runs: pd.DataFrame, column: str, sweep: Sweep, option: str) -> None:
@@ -607,9 +610,8 @@ def _theory_of_c(sweep: Sweep, column: str, cs) -> tuple[np.ndarray, float, floa
     beta_star = np.asarray(program.model.beta_star(), np.float64)
     curves = []
     for seed in np.asarray(sweep.axes.get("seed", [0])):
-        data = engine.draw_task(program, task, int(seed), sweep.seed)
-        x, y = np.asarray(data["x"], np.float64), np.asarray(data["y"], np.float64)
-        l1, l2 = theory.min_l1_interpolator(x, y), theory.min_l2_interpolator(x, y)
+        fitted = compare.fit_interpolators(engine.draw_task(program, task, int(seed), sweep.seed))
+        x, y, l1, l2 = fitted["x"], fitted["y"], fitted["l1"], fitted["l2"]
         points = np.concatenate([theory.azulay_q_minimizer(x, y, np.asarray(cs)[:, None] * np.ones(x.shape[1])), [l1, l2]])
         if column == "population_error":
             curves.append(np.sum((points - beta_star) ** 2, axis=1) + program.model.noise**2)
@@ -632,12 +634,12 @@ def _q_boundary(sweep: Sweep, max_shape: float, column: str) -> tuple[np.ndarray
     return c_star * (1 - shapes**2) / (2 * (1 + shapes**2)), shapes, rf"theory: halfway, $c^*$ = {c_star:.2g}"
 
 
-def _axis_of(sweep: Sweep, name: str) -> str:
-    """`name` if it is an axis of the sweep, else a PlotError naming the axes (the -x option)."""
+def _axis_of(sweep: Sweep, name: str, option: str = "-x") -> str:
+    """`name` if it is an axis of the sweep, else a PlotError naming the option and the axes."""
     from dlsweep.plot import PlotError
 
     if name not in sweep.axes:
-        raise PlotError(f"-x {name!r}: expected an axis of the sweep: {', '.join(sweep.axes)}")
+        raise PlotError(f"{option} {name!r}: expected an axis of the sweep: {', '.join(sweep.axes)}")
     return name
 
 
@@ -671,16 +673,16 @@ def _spec_file(folder: Path) -> Path:
     return spec_file
 
 
-def _thresholds_for(folder: Path, s: float, f: float, pairs) -> pd.DataFrame:
+def _thresholds_for(folder: Path, s: float, f: float, pairs, at: dict[str, float] | None = None) -> pd.DataFrame:
     """The folder's thresholds.parquet when it matches (s, f) (and holds the pairs), else grid
-    thresholds computed now (not written)."""
+    thresholds computed now (not written); the rows at the axis values `at`."""
     path = folder / THRESHOLDS_FILE
     if path.exists():
         table = pd.read_parquet(path)
         if len(table) and {"s", "f", "sigma_star_j"} <= set(table) and table.s.iloc[0] == s and table.f.iloc[0] == f:
             if pairs in (None, "all") or set(map(tuple, pairs)) <= set(zip(table.i, table.j)):
-                return table
-    return thresholds(folder, s=s, f=f, pairs=pairs or "adjacent", method="grid", write=False)
+                return _only(table, at)
+    return _only(thresholds(folder, s=s, f=f, pairs=pairs or "adjacent", method="grid", write=False), at)
 
 
 def _spread(values, count: int) -> list:

@@ -108,7 +108,7 @@ def diagonal_baseline(task: dict) -> Baseline | None:
     return OMP if task["select"] > 0 and task["examples"] > 0 else None
 
 
-def _interpolator_fit(task: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def fit_interpolators(task: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """One seed's data in float64 (x, y and, for the one-neuron network, the init's directions)
     with its min-l1 and min-l2 interpolators."""
     from dlsweep.analysis import theory
@@ -177,11 +177,11 @@ def _neuron_q(width: int, shared: bool) -> QMinimizers:
 
 def interpolators(task: dict) -> Baseline:
     """The diagonal network's comparator: the theory's interpolators (`_interpolator_columns`)."""
-    return Baseline(_interpolator_fit, _interpolator_columns(_diagonal_q(task["form"] == "signed")), requires=None)
+    return Baseline(fit_interpolators, _interpolator_columns(_diagonal_q(task["form"] == "signed")), requires=None)
 
 
 
 def neuron_interpolators(task: dict) -> Baseline:
     """The fully connected network's comparator: the theory's interpolators (`_interpolator_columns`)."""
-    return Baseline(_interpolator_fit, _interpolator_columns(_neuron_q(task["width"], task["directions"] == "shared")),
+    return Baseline(fit_interpolators, _interpolator_columns(_neuron_q(task["width"], task["directions"] == "shared")),
                     requires=None)

@@ -453,6 +453,14 @@ def neuron_q_contours(panels: list[tuple[str, np.ndarray, float]], extent: float
     return fig
 
 
+def save(figure: plt.Figure, paths) -> None:
+    """Write a figure to every path (PNG at 150 dpi, or PDF / SVG by suffix), then close it."""
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, dpi=150)
+    plt.close(figure)
+
+
 def _quantity_label(name: str) -> str:
     return {"log_hit_ratio": r"$\log_{10}$(step $\sigma_j$ reaches $s\sigma^*_j$ / step $\sigma_i$ reaches $f\sigma^*_i$)",
             "sigma0_th": r"threshold $\sigma_0^{th}$",

@@ -4,9 +4,9 @@ take from it and the figures to draw. `run(name)` does all three and reports whe
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
-from collections.abc import Callable
 
 import numpy as np
 
@@ -50,18 +50,13 @@ FIG7_2_PANELS = ((2.0, 0.0), (2.0, 0.2), (2.0, 0.8), (0.01, 0.1), (1.0, 0.1), (2
 def _draw_fig7_2(folder: Path) -> list[Path]:
     """Azulay et al.'s Figure 7.2: Theorem 2's Q of one neuron in d = 2 from w~0 = alpha (0.6, 0.8),
     top alpha = 2 at s = 0, 0.2, 0.8, bottom s = 0.1 at alpha = 0.01, 1, 2.5."""
-    import matplotlib.pyplot as plt
-
     from dlsweep import plot
     from dlsweep.analysis import theory
 
     panels = [(rf"$\alpha$ = {alpha:g}, $s$ = {s:g}", alpha * FIG7_2_DIRECTION, float(theory.neuron_delta(alpha, s)))
               for alpha, s in FIG7_2_PANELS]
-    figure = plot.neuron_q_contours(panels)
     path = folder / "figures" / "neuron-q-contours.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=150)
-    plt.close(figure)
+    plot.save(plot.neuron_q_contours(panels), [path])
     return [path]
 
 
@@ -246,18 +241,13 @@ def run(name: str, quick: bool = False, out_root: str | Path = "runs", progress_
 
 def _combined_figure(repro: Reproduction, folder: Path) -> Path:
     """The variants' `column` side by side (`Reproduction.combined`), in `folder/figures/`."""
-    import matplotlib.pyplot as plt
-
     from dlsweep import plot
 
     column, groups = repro.combined
     titles = {variant.folder: variant.title for variant in repro.variants}
     panels = [(panel, [(titles[sub], api.load_trajectories(folder / sub)) for sub in subs]) for panel, subs in groups]
-    figure = plot.variant_curves(panels, column, title=repro.paper)
     path = folder / "figures" / f"{column}-variants.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=150)
-    plt.close(figure)
+    plot.save(plot.variant_curves(panels, column, title=repro.paper), [path])
     return path
 
 
