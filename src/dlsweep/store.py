@@ -262,6 +262,20 @@ def finished_chunks(folder: Path) -> set[int]:
     return {int(found.group(1)) for p in runs.iterdir() if (found := PART_PATTERN.fullmatch(p.name))}
 
 
+def completeness(folder: str | Path) -> tuple[int, int]:
+    """(finished chunks, chunks in the plan) of a run folder: a run is partial while the first is
+    smaller, and every reader of a partial run says so."""
+    manifest = read_manifest(Path(folder))
+    total = manifest["n_chunks"] if manifest else 0
+    return len(finished_chunks(folder)), total
+
+
+def partial_note(folder: str | Path) -> str | None:
+    """'partial: x of y chunks' for a run folder that is not complete, else None."""
+    done, total = completeness(folder)
+    return f"partial: {done} of {total} chunks" if done < total else None
+
+
 def write_table(path: Path, frame: pd.DataFrame) -> None:
     """A whole-table result (e.g. thresholds.parquet), written atomically."""
     _atomic_write_parquet(Path(path), frame)
