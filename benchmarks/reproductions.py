@@ -99,7 +99,7 @@ def main(argv=None) -> int:
         run = api.run(sweep, out=folder, overwrite=True, progress_bar=False)
         wall = time.perf_counter() - start
         runs = api.load(folder)
-        chunks = [c["runs"] for c in store.read_manifest(folder)["chunks"].values()]
+        chunks = [c["runs"] for c in store.chunk_records(folder).values()]
     program, _, task = api.compile_inputs(sweep)
     data = engine.draw_task(program, task, 0, sweep.seed)
     steps_by_depth = runs.groupby("depth").steps_run.sum()

@@ -108,13 +108,14 @@ def assert_manifest_complete(folder: Path, chunk_size: int, runs: pd.DataFrame) 
     manifest = store.read_manifest(folder)
     n_chunks = -(-N_SMALL // chunk_size)
     assert (manifest["n_runs"], manifest["chunk_size"], manifest["n_chunks"]) == (N_SMALL, chunk_size, n_chunks)
-    assert set(manifest["chunks"]) == {str(i) for i in range(n_chunks)}
-    for index, entry in manifest["chunks"].items():
-        start, stop = int(index) * chunk_size, min((int(index) + 1) * chunk_size, N_SMALL)
-        assert entry["runs"] == [start, stop]
-        # written by the shard that computed it, not a placeholder recovered from the part files
-        assert "recovered" not in entry, (index, entry)
-        assert entry["traj_steps"] == runs["steps_run"][start:stop].sum()
+    records = store.chunk_records(folder)
+    assert set(records) == set(range(n_chunks))
+    for index, record in records.items():
+        start, stop = index * chunk_size, min((index + 1) * chunk_size, N_SMALL)
+        assert record["runs"] == [start, stop]
+        # written by the shard that computed it, not adopted afterwards from the part files
+        assert "adopted" not in record, (index, record)
+        assert record["traj_steps"] == runs["steps_run"][start:stop].sum()
 
 
 def no_temporaries(folder: Path) -> list[str]:
@@ -140,43 +141,47 @@ def test_two_concurrent_shards_equal_one_run(tmp_path, small_spec, reference, st
     assert no_temporaries(out) == []
 
 
-UPDATER = """
+STARTER = """
 import pathlib, sys, time
 from dlsweep import store
-folder, tag, n = pathlib.Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+folder, tag = pathlib.Path(sys.argv[1]), sys.argv[2]
 (folder / f"ready-{tag}").touch()
 while not (folder / "go").exists():
     time.sleep(0.001)
-for i in range(n):
-    store.update_manifest(folder, lambda m: m["chunks"].update({f"{tag}-{i}": i}))
+won = store.write_file(folder / store.MANIFEST, ('{"plan": "%s"}' % tag).encode(), exclusive=True)
+print("won" if won else "lost")
 """
 
 
-def test_concurrent_manifest_updates_are_not_lost(tmp_path):
-    """The read-modify-write of the manifest by several processes at once (what concurrent shards
-    do after every chunk) keeps every process's entries."""
+def test_concurrent_starts_agree_on_one_manifest(tmp_path):
+    """Writers that start a folder at the same moment (shards on one or several machines) each
+    link their manifest into place; exactly one wins, and every one then reads the winner's plan:
+    no read-modify-write of a shared file, so nothing depends on a lock the file system may not
+    share between machines."""
     folder = tmp_path / "m"
     folder.mkdir()
-    store.write_manifest(folder, {"name": "x", "model": "toy", "spec_hash": "0", "n_runs": 0, "chunk_size": 1, "group": 1,
-                                  "n_chunks": 0, "chunks": {}})
-    tags, n = ["a", "b", "c"], 150
-    procs = [subprocess.Popen([sys.executable, "-c", UPDATER, str(folder), tag, str(n)], stderr=subprocess.PIPE,
-                              text=True) for tag in tags]
+    tags = ["a", "b", "c", "d"]
+    procs = [subprocess.Popen([sys.executable, "-c", STARTER, str(folder), tag], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for tag in tags]
     try:
         deadline = time.monotonic() + 60
         while not all((folder / f"ready-{tag}").exists() for tag in tags):
-            assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "an updater did not start"
+            dead = [p.communicate()[1] for p in procs if p.poll() is not None]
+            assert time.monotonic() < deadline and not dead, f"a starter did not start: {dead}"
             time.sleep(0.01)
         (folder / "go").touch()
+        outcomes = []
         for proc in procs:
-            assert proc.wait(timeout=120) == 0, proc.stderr.read()
+            stdout, stderr = proc.communicate(timeout=120)
+            assert proc.returncode == 0, stderr
+            outcomes.append(stdout.strip())
     finally:
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
-            proc.communicate()
-    chunks = store.read_manifest(folder)["chunks"]
-    assert sorted(chunks) == sorted(f"{tag}-{i}" for tag in tags for i in range(n))
+    assert sorted(outcomes) == ["lost", "lost", "lost", "won"]
+    winner = tags[outcomes.index("won")]
+    assert json.loads((folder / store.MANIFEST).read_text()) == {"plan": winner}
     assert no_temporaries(folder) == []
 
 
@@ -195,7 +200,7 @@ def test_one_shard_of_three_then_a_plain_run_fills_the_rest(tmp_path, small_spec
     assert store.finished_chunks(out) == set(mine)
     manifest = store.read_manifest(out)
     assert (manifest["chunk_size"], manifest["n_chunks"]) == (1, N_SMALL)
-    assert set(manifest["chunks"]) == {str(i) for i in mine}
+    assert set(store.chunk_records(out)) == set(mine)
     runs_ref, traj_ref = reference(1)
     pd.testing.assert_frame_equal(store.load(out), runs_ref[runs_ref.run_id.isin(mine)].reset_index(drop=True),
                                   check_exact=True)
@@ -291,7 +296,7 @@ def test_a_different_shard_runs_beside_a_running_shard(tmp_path, slow_spec, star
     assert "is being written" not in second.stderr
     assert "ran 2 chunk(s)" in second.stdout and "2 chunk(s) still missing" in second.stdout, second.stdout
     assert finished == {1, 3}
-    assert set(manifest["chunks"]) == {"1", "3"} and manifest["n_chunks"] == 4
+    assert set(store.chunk_records(out)) == {1, 3} and manifest["n_chunks"] == 4
     assert claim_kept
     runs = store.load(out)
     assert runs["run_id"].tolist() == [1, 3] and (runs["lr"] == 5e-2).all()
@@ -339,7 +344,7 @@ def test_overwrite_with_shard_is_refused(tmp_path, small_spec, small_dataset, ca
 ], ids=lambda shard: ",".join(map(repr, shard)))
 def test_api_rejects_a_bad_shard(shard, tmp_path, small_spec):
     out = tmp_path / "never"
-    with pytest.raises(SpecError, match="--shard"):
+    with pytest.raises(SpecError, match="shard="):
         api.run(small_spec, out=out, shard=shard, progress_bar=False)
     assert not out.exists()
 

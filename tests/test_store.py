@@ -53,9 +53,10 @@ def copy_of(folder: Path, tmp_path: Path) -> Path:
 
 
 def test_layout(small_dataset):
-    assert visible(small_dataset) == ["manifest.json", "runs", "sweep.toml", "trajectories"]
+    assert visible(small_dataset) == ["chunks", "manifest.json", "runs", "sweep.toml", "trajectories"]
     assert sorted(os.listdir(small_dataset / "runs")) == PARTS          # no temp files left behind
     assert sorted(os.listdir(small_dataset / "trajectories")) == PARTS
+    assert sorted(os.listdir(small_dataset / "chunks")) == [store.record_name(i) for i in range(3)]
 
 
 def test_sweep_toml_is_the_resolved_spec(small_dataset, small_spec):
@@ -88,12 +89,18 @@ def test_manifest(small_dataset, small_spec):
     assert manifest["devices"] == [str(d) for d in jax.devices()]
     assert (manifest["n_runs"], manifest["chunk_size"], manifest["n_chunks"]) == (N_SMALL, SMALL_CHUNK, 3)
     runs = store.load(small_dataset)
-    assert set(manifest["chunks"]) == {"0", "1", "2"}
-    for index, status in manifest["chunks"].items():
-        start, stop = int(index) * SMALL_CHUNK, (int(index) + 1) * SMALL_CHUNK
-        assert status["runs"] == [start, stop]
-        assert status["traj_steps"] == runs["steps_run"][start:stop].sum()
-        assert status["seconds"] >= 0
+    records = store.chunk_records(small_dataset)
+    assert set(records) == {0, 1, 2}
+    for index, record in records.items():
+        start, stop = index * SMALL_CHUNK, (index + 1) * SMALL_CHUNK
+        assert record["runs"] == [start, stop]
+        assert record["traj_steps"] == runs["steps_run"][start:stop].sum()
+        assert record["seconds"] >= 0
+        assert record["plan"] == store.plan_of(manifest)               # enough to rebuild the manifest
+        for table in (store.RUNS, store.TRAJECTORIES):                 # what a reader checks a part against
+            data = (small_dataset / table / store.part_name(index)).read_bytes()
+            assert record["parts"][table]["bytes"] == len(data)
+            assert record["parts"][table]["rows"] == len(pd.read_parquet(small_dataset / table / store.part_name(index)))
 
 
 # ----------------------------------------------------------------------------- reading
@@ -185,6 +192,13 @@ def test_load_sorts_whatever_the_row_order_on_disk(small_dataset, tmp_path):
             frame = pd.read_parquet(part)
             frame.iloc[::-1].to_parquet(part, index=False)         # rows in reverse order
     assert pd.read_parquet(folder / store.RUNS)["run_id"].iloc[0] != 0
+    with pytest.raises(StoreError, match="is damaged"):             # the parts no longer match their records
+        store.load(folder)
+    manifest = store.read_manifest(folder)
+    for index in range(3):                                          # whole parts without a record are adopted
+        (folder / store.CHUNKS / store.record_name(index)).unlink()
+    plan = grid.chunks(manifest["n_runs"], manifest["chunk_size"], manifest["group"])
+    assert store.adopt_parts(folder, manifest, plan) == [0, 1, 2]
     assert_same_frames(folder, small_dataset)
 
 
@@ -194,8 +208,8 @@ def test_load_of_a_folder_without_parts_is_a_store_error(tmp_path):
 
 
 def test_parts_are_written_under_a_dot_name_and_renamed(tmp_path, small_spec, monkeypatch):
-    renames = []
-    real_replace = os.replace
+    renames, links = [], []
+    real_replace, real_link = os.replace, os.link
 
     def replace(src, dst):
         src, dst = Path(src), Path(dst)
@@ -205,20 +219,30 @@ def test_parts_are_written_under_a_dot_name_and_renamed(tmp_path, small_spec, mo
         renames.append((src, dst))
         return real_replace(src, dst)
 
+    def link(src, dst):
+        links.append((Path(src), Path(dst)))
+        return real_link(src, dst)
+
     monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "link", link)
     out = tmp_path / "o"
     api.run(small_spec, out=out, chunk_size=SMALL_CHUNK, progress_bar=False, max_chunks=2)
-    parts = [(s, d) for s, d in renames if d.suffix == ".parquet"]
+    parts = [(s, d) for s, d in renames if d.suffix in (".parquet", ".json")]
     assert sorted(str(d.relative_to(out)) for _, d in parts) == sorted(
-        f"{sub}/{p}" for sub in (store.RUNS, store.TRAJECTORIES) for p in PARTS[:2])
+        [f"{sub}/{p}" for sub in (store.RUNS, store.TRAJECTORIES) for p in PARTS[:2]]
+        + [f"{store.CHUNKS}/{store.record_name(i)}" for i in range(2)])
     for src, dst in parts:
         assert src.parent == dst.parent and src.name.startswith(f".{dst.name}")
-    # a chunk's runs part (the "finished" mark) comes after its trajectories part
+    # a chunk's record (the "finished" mark) comes after its runs part, which comes after its trajectories
     order = [str(d.relative_to(out)) for _, d in parts]
-    assert order.index("trajectories/part-00000.parquet") < order.index("runs/part-00000.parquet")
-    # sweep.toml and manifest.json are atomic too
-    assert {d.name for _, d in renames} >= {store.SPEC_FILE, store.MANIFEST}
-    assert all(s.name.startswith(".") for s, _ in renames)
+    for i in range(2):
+        assert (order.index(f"trajectories/{PARTS[i]}") < order.index(f"runs/{PARTS[i]}")
+                < order.index(f"chunks/{store.record_name(i)}"))
+    # sweep.toml is replaced atomically; the manifest is linked into place once, by the first writer
+    assert store.SPEC_FILE in {d.name for _, d in renames}
+    assert [d.name for _, d in links] == [store.MANIFEST]
+    assert all(s.name.startswith(".") for s, _ in renames + links)
+    assert not [p for p in out.rglob(".*.tmp-*")]
 
 
 # ----------------------------------------------------------------------------- resume
@@ -251,7 +275,7 @@ def test_a_different_sweep_is_refused(tmp_path, small_spec, small_dataset):
         with pytest.raises(StoreError) as info:
             api.run(small_spec, out=folder, overrides=overrides, progress_bar=False)
         message = str(info.value)
-        assert "--overwrite" in message and "different sweep" in message, message
+        assert "overwrite=True" in message and "different sweep" in message, message
         assert store.read_manifest(folder)["spec_hash"] in message
     assert snapshot(folder) == before
 
@@ -278,7 +302,7 @@ def test_a_non_empty_folder_without_manifest_is_refused(tmp_path, small_spec):
     folder = tmp_path / "mine"
     folder.mkdir()
     (folder / "notes.txt").write_text("keep me")
-    with pytest.raises(StoreError, match="--overwrite"):
+    with pytest.raises(StoreError, match=r"overwrite=True"):
         api.run(small_spec, out=folder, progress_bar=False)
     assert visible(folder) == ["notes.txt"] and (folder / "notes.txt").read_text() == "keep me"
 
@@ -308,8 +332,8 @@ def test_chunk_status_survives_an_interruption_after_a_part_is_written(tmp_path,
     out = tmp_path / "i"
     real_write_chunk = store.write_chunk
 
-    def write_then_stop(folder, index, runs, trajectories):
-        real_write_chunk(folder, index, runs, trajectories)
+    def write_then_stop(folder, index, runs, trajectories, record):
+        real_write_chunk(folder, index, runs, trajectories, record)
         if index == 1:
             raise KeyboardInterrupt
 
@@ -319,7 +343,7 @@ def test_chunk_status_survives_an_interruption_after_a_part_is_written(tmp_path,
     monkeypatch.setattr(store, "write_chunk", real_write_chunk)
     report = api.run(small_spec, out=out, progress_bar=False)
     assert report.chunks_missing == 0 and len(dlsweep.load(out)) == N_SMALL
-    assert set(store.read_manifest(out)["chunks"]) == {"0", "1", "2"}
+    assert store.finished_chunks(out) == {0, 1, 2}
     assert api.show(out)["runs"] == f"{N_SMALL} of {N_SMALL}"
 
 
@@ -402,10 +426,12 @@ def test_lock_is_released_after_a_run(tmp_path, small_spec):
 
 
 def test_finished_chunks_reads_any_number_of_digits(tmp_path):
-    """part_name pads to five digits but allows more (10^5 chunks and up); temporaries and other
-    files in runs/ are not chunks."""
-    (tmp_path / store.RUNS).mkdir()
-    for name in (store.part_name(3), store.part_name(123456), ".part-00001.parquet.tmp-host-1",
-                 "part-00002.parquet.bak", "notes.txt"):
-        (tmp_path / store.RUNS / name).write_text("")
+    """record_name pads to five digits but allows more (10^5 chunks and up); temporaries, other
+    files and an unreadable record are not finished chunks."""
+    (tmp_path / store.CHUNKS).mkdir()
+    for name in (store.record_name(3), store.record_name(123456)):
+        (tmp_path / store.CHUNKS / name).write_text('{"runs": [0, 1]}')
+    for name in (".00001.json.tmp-host-1", "00002.json.bak", "notes.txt"):
+        (tmp_path / store.CHUNKS / name).write_text('{"runs": [0, 1]}')
+    (tmp_path / store.CHUNKS / store.record_name(4)).write_text('{"runs": [0, ')
     assert store.finished_chunks(tmp_path) == {3, 123456}

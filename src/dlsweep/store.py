@@ -1,30 +1,41 @@
 """The dataset on disk.
 
     DIR/sweep.toml                 the resolved spec
-    DIR/manifest.json              spec hash, versions, backend, devices, chunk plan and status
+    DIR/manifest.json              spec hash, versions, backend, devices, the chunk plan
     DIR/runs/part-NNNNN.parquet    one row per trajectory (chunk NNNNN)
     DIR/trajectories/part-NNNNN.parquet   one row per (run_id, recorded step)
+    DIR/chunks/NNNNN.json          chunk NNNNN's record: its parts' rows, bytes and CRC-32, written last
 
-Every file is written under a temporary dot-name and renamed into place, so a killed run leaves
-only whole files, and readers (which skip dot-files) never see a partial one. A chunk is finished
-when its `runs` part exists; it is written last. One writer at a time holds `DIR/.lock`.
+Every file is written to a temporary dot-name, flushed to disk, renamed into place, and the
+folder's entry flushed too, so a killed run (or a full disk) leaves only whole files, and readers
+(which skip dot-files) never see a partial one. A chunk is finished when its record exists; it is
+written after both parts, by the process that computed the chunk, so concurrent shards (on this
+machine or others sharing the folder) never read-modify-write a common file. The manifest is
+written once, by whichever writer comes first (an exclusive link), and never changed after; what
+has been done is read from the chunk records. Every reader checks a part's size and CRC-32 against
+its record, so a truncated or damaged part is named, and a resumed run computes it again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import os
 import platform
 import re
 import shutil
 import time
+import tomllib
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from dlsweep import __version__
 from dlsweep.models import INTEGER_HPS
@@ -32,9 +43,10 @@ from dlsweep.models import INTEGER_HPS
 if TYPE_CHECKING:
     from dlsweep.spec import Sweep
 
-RUNS, TRAJECTORIES = "runs", "trajectories"
-MANIFEST, SPEC_FILE, LOCK, INIT_LOCK = "manifest.json", "sweep.toml", ".lock", ".lock-init"
-MANIFEST_KEYS = ("name", "model", "spec_hash", "n_runs", "chunk_size", "group", "n_chunks", "chunks")
+RUNS, TRAJECTORIES, CHUNKS = "runs", "trajectories", "chunks"
+MANIFEST, SPEC_FILE, SHARDS_FILE, LOCK = "manifest.json", "sweep.toml", "shards.json", ".lock"
+PLAN_KEYS = ("name", "model", "spec_hash", "n_runs", "chunk_size", "group", "n_chunks")
+RESUME = "run the sweep again on this folder (dlsweep run SPEC --out DIR) to resume"
 
 
 class StoreError(RuntimeError):
@@ -42,10 +54,18 @@ class StoreError(RuntimeError):
 
 
 PART_PATTERN = re.compile(r"part-(\d+)\.parquet")
+RECORD_PATTERN = re.compile(r"(\d+)\.json")
 
 
 def part_name(chunk_index: int) -> str:
     return f"part-{chunk_index:05d}.parquet"
+
+
+def record_name(chunk_index: int) -> str:
+    return f"{chunk_index:05d}.json"
+
+
+# ----------------------------------------------------------------------------- durable writes
 
 
 def _temporary(path: Path) -> Path:
@@ -53,29 +73,53 @@ def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{platform.node()}-{os.getpid()}")
 
 
-def _replace_atomically(path: Path, write) -> None:
-    """`write(tmp)` to a dot-named temporary, then rename it over `path`: readers see the old
-    file or the whole new one, never a part."""
+def _sync_folder(folder: Path) -> None:
+    """Flush a folder's entries (a rename is durable only once its folder is); a file system that
+    cannot sync a folder (some network ones) is left to its own guarantees."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_file(path: Path, data: bytes, exclusive: bool = False, hint: str = "") -> bool:
+    """Write `data` to `path` durably: a temporary, fsync, rename (or, `exclusive`, a hard link,
+    which fails if `path` exists: the first writer wins), fsync of the folder. Readers see the old
+    file or the whole new one, never a part. Returns False when `exclusive` found `path` there.
+    A failure (disk full, read-only, permissions) removes the temporary and raises a StoreError
+    naming the file, followed by `hint`."""
+    path = Path(path)
     tmp = _temporary(path)
-    write(tmp)
-    os.replace(tmp, path)
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    def write(tmp: Path) -> None:
+    try:
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        if exclusive:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+        else:
+            os.replace(tmp, path)
+        _sync_folder(path.parent)
+        return True
+    except OSError as err:
+        raise StoreError(f"cannot write {path} ({err.strerror or err}){'; ' + hint if hint else ''}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
-    _replace_atomically(path, write)
 
-
-def _atomic_write_parquet(path: Path, frame: pd.DataFrame) -> None:
-    """Dictionary encoding for the integer and flag columns only: float columns almost never
-    repeat, and encoding them costs half the writing time for nothing."""
+def _parquet_bytes(frame: pd.DataFrame) -> bytes:
+    """A frame as a Parquet file's bytes. Dictionary encoding for the integer and flag columns
+    only: float columns almost never repeat, and encoding them costs half the writing time."""
     repeated = [c for c in frame.columns if frame[c].dtype.kind in "iub"]
-    _replace_atomically(path, lambda tmp: frame.to_parquet(tmp, index=False, use_dictionary=repeated))
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False, use_dictionary=repeated)
+    return buffer.getvalue()
 
 
 def _gone(host: str, pid: str) -> bool:
@@ -100,12 +144,20 @@ def _sweep_dead_temporaries(folder: Path) -> None:
             tmp.unlink(missing_ok=True)
 
 
+# ----------------------------------------------------------------------------- the writer lock
+
+
 def _open_lock(path: Path):
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         return open(path, "a+")
     except OSError as err:
-        raise StoreError(f"{path.parent}: cannot be used as a run folder ({err.strerror}); choose another --out") from None
+        raise StoreError(f"{path.parent}: cannot be used as a run folder ({err.strerror}); choose another out folder") from None
+
+
+def writer_name() -> str:
+    """This process as a lock claim and a chunk record name it."""
+    return f"pid {os.getpid()} on {platform.node()}"
 
 
 def _claim(fh, text: str) -> None:
@@ -117,7 +169,7 @@ def _claim(fh, text: str) -> None:
 
 def _holders(folder: Path) -> str:
     """The live writers named in the lock files (a killed writer's claim is left behind)."""
-    texts = [p.read_text().strip() for p in sorted(folder.glob(".lock*")) if p.name != INIT_LOCK]
+    texts = [p.read_text().strip() for p in sorted(folder.glob(".lock*"))]
     return "; ".join(t for t in texts if t and _alive(t)) or "another process"
 
 
@@ -129,13 +181,15 @@ def _alive(claim: str) -> bool:
 
 @contextlib.contextmanager
 def locked(folder: Path, shard: tuple[int, int] | None = None):
-    """Hold the folder's writer lock. A plain run holds it alone: any other writer is refused, not
-    interleaved. Shard K of N holds it shared with the other shards (each writes its own chunks),
-    plus a lock of its own, so a plain run and a second copy of the same shard are refused. The
-    locks are the kernel's (flock): they go away with a killed process."""
+    """Hold the folder's writer lock. A plain run holds it alone: any other writer on this machine
+    is refused, not interleaved. Shard K of N holds it shared with the other shards (each writes
+    its own chunks), plus a lock of its own, so a plain run and a second copy of the same shard are
+    refused. The locks are the kernel's (flock): they go away with a killed process. On network
+    file systems flock may be local to each machine; shards on several machines stay safe because
+    each writes only its own chunks and records (docs/reliability.md)."""
     fh = _open_lock(folder / LOCK)
     shard_fh = None
-    me = f"dlsweep run pid {os.getpid()} on {platform.node()}"
+    me = f"dlsweep run {writer_name()}"
     try:
         fcntl.flock(fh, (fcntl.LOCK_SH if shard else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         if shard:
@@ -146,7 +200,7 @@ def locked(folder: Path, shard: tuple[int, int] | None = None):
             if handle is not None:
                 handle.close()
         raise StoreError(f"{folder} is being written by {_holders(folder)}; wait for it to finish "
-                         "(a second `dlsweep run` on the same folder, or the same shard, is refused)") from None
+                         "(a second run on the same folder, or the same shard, is refused)") from None
     _claim(shard_fh or fh, me + (f" (shard {shard[0]}/{shard[1]})" if shard else ""))
     try:
         yield
@@ -158,45 +212,49 @@ def locked(folder: Path, shard: tuple[int, int] | None = None):
                 handle.close()
 
 
-@contextlib.contextmanager
-def initializing(folder: Path):
-    """Serialize the short critical sections of concurrent shards: creating the manifest and the
-    chunk plan, and read-modify-write updates of the manifest."""
-    fh = _open_lock(folder / INIT_LOCK)
-    fcntl.flock(fh, fcntl.LOCK_EX)
+# ----------------------------------------------------------------------------- manifest and chunk records
+
+
+def _read_json(path: Path) -> dict | None:
+    """A JSON object from `path`, or None when it is missing, unreadable or not an object."""
     try:
-        yield
-    finally:
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        fh.close()
-
-
-def update_manifest(folder: Path, change) -> dict:
-    """Apply `change(manifest)` to the manifest on disk, safe against concurrent shards."""
-    with initializing(folder):
-        manifest = read_manifest(folder)
-        change(manifest)
-        write_manifest(folder, manifest)
-    return manifest
-
-
-def read_manifest(folder: Path) -> dict | None:
-    path = Path(folder) / MANIFEST
-    if not path.exists():
+        value = json.loads(path.read_bytes())
+    except (OSError, ValueError):
         return None
-    try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise StoreError(f"{path} is damaged ({err}); pass --overwrite to start the run over") from None
-    missing = [key for key in MANIFEST_KEYS if key not in manifest]
-    if missing:
-        raise StoreError(f"{path} is damaged (no {', '.join(missing)}); pass --overwrite to start the run over")
-    return manifest
+    return value if isinstance(value, dict) else None
 
 
-def write_manifest(folder: Path, manifest: dict) -> None:
-    manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    _atomic_write_bytes(Path(folder) / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+def chunk_records(folder: str | Path) -> dict[int, dict]:
+    """index -> the record of every finished chunk (an unreadable record counts as unfinished:
+    the chunk is computed again)."""
+    records = {}
+    chunks = Path(folder) / CHUNKS
+    for path in sorted(chunks.iterdir()) if chunks.is_dir() else ():
+        if (found := RECORD_PATTERN.fullmatch(path.name)) and (record := _read_json(path)) is not None:
+            records[int(found.group(1))] = record
+    return records
+
+
+def finished_chunks(folder: str | Path) -> set[int]:
+    """Chunks whose record exists (the record is written after both parts)."""
+    return set(chunk_records(folder))
+
+
+def read_manifest(folder: str | Path) -> dict | None:
+    """The folder's manifest; None when there is none and nothing to rebuild it from. A missing or
+    damaged manifest is rebuilt from the chunk records, which each carry the plan (marked
+    `rebuilt`); a resumed run writes it back."""
+    folder = Path(folder)
+    manifest = _read_json(folder / MANIFEST)
+    if manifest is not None and all(key in manifest for key in PLAN_KEYS):
+        return manifest
+    plans = [r["plan"] for r in chunk_records(folder).values() if isinstance(r.get("plan"), dict)]
+    if plans and all(key in plans[0] for key in PLAN_KEYS):
+        return {**plans[0], "rebuilt": True}
+    if manifest is None and not (folder / MANIFEST).exists():
+        return None
+    raise StoreError(f"{folder / MANIFEST} is damaged and no finished chunk holds the plan to rebuild it from; "
+                     "start the run over (overwrite=True)")
 
 
 def new_manifest(sweep: Sweep, n_runs: int, chunk_size: int, n_chunks: int, group: int) -> dict:
@@ -216,50 +274,188 @@ def new_manifest(sweep: Sweep, n_runs: int, chunk_size: int, n_chunks: int, grou
         "backend": jax.default_backend(),
         "devices": [str(d) for d in jax.devices()],
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "chunks": {},
     }
+
+
+def _same_sweep_file(folder: Path, sweep: Sweep) -> bool:
+    """Whether the folder's sweep.toml is exactly the resolved spec of `sweep`."""
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        return (folder / SPEC_FILE).read_text() == sweep.to_toml()
+    return False
 
 
 def prepare(folder: Path, sweep: Sweep, overwrite: bool) -> dict | None:
     """Check an existing folder against `sweep` (call with the lock held).
 
-    Returns the existing manifest to resume from, or None for a fresh folder; refuses a folder
-    that holds a different sweep unless `overwrite`, which empties it."""
-    manifest = read_manifest(folder)
+    Returns the manifest to resume from (rebuilt from the chunk records if it was lost or
+    damaged), or None for a fresh folder; refuses a folder that holds a different sweep unless
+    `overwrite`, which empties it."""
     if overwrite:
         for child in folder.iterdir():
             if child.name.startswith(LOCK):
                 continue
             shutil.rmtree(child) if child.is_dir() else child.unlink()
         return None
+    try:
+        manifest = read_manifest(folder)
+    except StoreError:
+        if not _same_sweep_file(folder, sweep):
+            raise
+        (folder / MANIFEST).unlink()        # the same sweep, no chunk finished: nothing to keep
+        manifest = None
     if manifest is None:
         leftovers = [c.name for c in folder.iterdir() if not c.name.startswith(".")]
-        if leftovers:
+        if leftovers and not _same_sweep_file(folder, sweep):
             raise StoreError(f"{folder} is not empty and has no {MANIFEST} ({', '.join(sorted(leftovers)[:3])} ...); "
-                             "choose another --out or pass --overwrite")
+                             "choose another out folder or start over (overwrite=True)")
+        _sweep_dead_temporaries(folder)
         return None
     if manifest["spec_hash"] != sweep.spec_hash():
         raise StoreError(f"{folder} holds a different sweep (spec hash {manifest['spec_hash']} there, "
-                         f"{sweep.spec_hash()} now); pass --overwrite to start over or --out for a new folder")
+                         f"{sweep.spec_hash()} now); start over (overwrite=True) or choose another out folder")
     _sweep_dead_temporaries(folder)
     return manifest
 
 
-def start(folder: Path, sweep: Sweep, manifest: dict) -> None:
-    """Lay out a run folder: the manifest first (it makes the folder resumable), then the resolved
-    spec and the part folders. Idempotent, so a resume repairs a start that was cut short."""
-    write_manifest(folder, manifest)
-    _atomic_write_bytes(folder / SPEC_FILE, sweep.to_toml().encode())
-    for sub in (RUNS, TRAJECTORIES):
+def start(folder: Path, sweep: Sweep, manifest: dict, shard: tuple[int, int] | None = None) -> dict:
+    """Lay out a run folder and return the manifest in force: the first writer's (an exclusive
+    link, so concurrent shards agree on one chunk plan), or `manifest` rebuilt and written back.
+    Then the resolved spec and the part folders. Idempotent, so a resume repairs a start that was
+    cut short. Shards of one folder must agree on N (else they would compute chunks twice): the
+    first shard fixes N in `shards.json`."""
+    plan = {key: manifest[key] for key in manifest if key != "rebuilt"}
+    data = (json.dumps(plan, indent=2) + "\n").encode()
+    if manifest.get("rebuilt"):
+        write_file(folder / MANIFEST, data)
+    elif not write_file(folder / MANIFEST, data, exclusive=True):
+        manifest = read_manifest(folder)
+    write_file(folder / SPEC_FILE, sweep.to_toml().encode())
+    for sub in (RUNS, TRAJECTORIES, CHUNKS):
         (folder / sub).mkdir(exist_ok=True)
+    if shard is not None:
+        write_file(folder / SHARDS_FILE, json.dumps({"shards": shard[1]}).encode(), exclusive=True)
+        fixed = (_read_json(folder / SHARDS_FILE) or {}).get("shards")
+        if fixed != shard[1]:
+            raise StoreError(f"{folder} is being filled by {fixed} shards, not {shard[1]}; "
+                             f"use shard K/{fixed} or a plain run")
+    return {key: manifest[key] for key in manifest if key != "rebuilt"}
 
 
-def finished_chunks(folder: Path) -> set[int]:
-    """Chunks whose `runs` part exists (the part written last)."""
-    runs = Path(folder) / RUNS
-    if not runs.is_dir():
-        return set()
-    return {int(found.group(1)) for p in runs.iterdir() if (found := PART_PATTERN.fullmatch(p.name))}
+def write_table(path: Path, frame: pd.DataFrame, hint: str = "") -> None:
+    """A whole-table result (e.g. thresholds.parquet), written durably."""
+    write_file(Path(path), _parquet_bytes(frame), hint=hint)
+
+
+def _part_record(data: bytes, rows: int) -> dict:
+    return {"rows": rows, "bytes": len(data), "crc32": zlib.crc32(data)}
+
+
+def write_chunk(folder: Path, chunk_index: int, runs: pd.DataFrame, trajectories: pd.DataFrame,
+                record: dict) -> dict:
+    """Trajectories, then runs, then the chunk's record (`record` plus each part's rows, bytes
+    and CRC-32): the chunk counts as finished only once all three exist. Returns the record."""
+    hint = f"the chunks finished before are intact; free space or fix the folder, then {RESUME}"
+    parts = {}
+    for table, frame in ((TRAJECTORIES, trajectories), (RUNS, runs)):
+        data = _parquet_bytes(frame)
+        write_file(folder / table / part_name(chunk_index), data, hint=hint)
+        parts[table] = _part_record(data, len(frame))
+    record = {**record, "parts": parts}
+    write_file(folder / CHUNKS / record_name(chunk_index), (json.dumps(record, indent=2) + "\n").encode(), hint=hint)
+    return record
+
+
+def _read_part(folder: Path, table: str, index: int, record: dict) -> bytes:
+    """A part's bytes, checked against its chunk's record; a StoreError names a damaged part."""
+    path = folder / table / part_name(index)
+    expected = record.get("parts", {}).get(table, {})
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise StoreError(damage_message(folder, path, index, err.strerror or str(err))) from None
+    problem = _mismatch(data, expected)
+    if problem:
+        raise StoreError(damage_message(folder, path, index, problem))
+    return data
+
+
+def _mismatch(data: bytes, expected: dict) -> str | None:
+    """Why `data` is not the part its record describes (None if it is)."""
+    if len(data) != expected.get("bytes"):
+        return f"{len(data)} bytes, {expected.get('bytes')} written"
+    if zlib.crc32(data) != expected.get("crc32"):
+        return "its CRC-32 differs from the one written"
+    return None
+
+
+def damage_message(folder: Path, path: Path, index: int, why: str) -> str:
+    return (f"{path} is damaged ({why}); {RESUME.replace('DIR', str(folder))}: it computes chunk {index} again "
+            "and keeps the others")
+
+
+def damaged_chunks(folder: str | Path, chunks=None) -> dict[int, str]:
+    """index -> what is wrong, for the finished chunks (or those of `chunks`) whose parts do not
+    match their records: missing, truncated, emptied or changed."""
+    folder = Path(folder)
+    records = chunk_records(folder)
+    damaged = {}
+    for index in sorted(records if chunks is None else set(chunks) & set(records)):
+        for table in (TRAJECTORIES, RUNS):
+            path = folder / table / part_name(index)
+            try:
+                problem = _mismatch(path.read_bytes(), records[index].get("parts", {}).get(table, {}))
+            except OSError as err:
+                problem = err.strerror or str(err)
+            if problem:
+                damaged[index] = f"{path.relative_to(folder)}: {problem}"
+                break
+    return damaged
+
+
+def forget_chunk(folder: Path, index: int) -> None:
+    """Remove a damaged chunk's record, then its parts, so that the chunk counts as unfinished
+    and is computed again (its parts, which no longer match any record, are not adopted)."""
+    (folder / CHUNKS / record_name(index)).unlink(missing_ok=True)
+    for table in (RUNS, TRAJECTORIES):
+        (folder / table / part_name(index)).unlink(missing_ok=True)
+
+
+def adopt_parts(folder: Path, manifest: dict, chunks) -> list[int]:
+    """Record the chunks of `chunks` (Chunk(index, start, stop)) whose two parts are whole but
+    whose record is missing (a run stopped between its last part and the record, or a lost
+    `chunks/` folder): both parts are read in full and the runs part must hold exactly the
+    chunk's run ids. Returns the indices adopted."""
+    adopted = []
+    for chunk in chunks:
+        paths = {table: folder / table / part_name(chunk.index) for table in (TRAJECTORIES, RUNS)}
+        if not all(p.exists() for p in paths.values()):
+            continue
+        try:
+            data = {table: p.read_bytes() for table, p in paths.items()}
+            tables = {table: pq.read_table(io.BytesIO(d)) for table, d in data.items()}
+            run_ids = tables[RUNS].column("run_id").to_numpy()
+        except (OSError, pa.ArrowException, KeyError):
+            continue
+        if not np.array_equal(np.sort(run_ids), np.arange(chunk.start, chunk.stop)):
+            continue
+        record = {"runs": [chunk.start, chunk.stop], "adopted": True, "plan": plan_of(manifest),
+                  "parts": {t: _part_record(data[t], tables[t].num_rows) for t in tables}}
+        write_file(folder / CHUNKS / record_name(chunk.index), (json.dumps(record, indent=2) + "\n").encode())
+        adopted.append(chunk.index)
+    return adopted
+
+
+def plan_of(manifest: dict) -> dict:
+    """The part of a manifest that a chunk record carries, enough to rebuild the manifest."""
+    return {key: manifest[key] for key in PLAN_KEYS}
+
+
+def spec_name_and_model(folder: Path) -> tuple[str, str] | None:
+    """(name, model) from a folder's sweep.toml, or None."""
+    with contextlib.suppress(OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        spec = tomllib.loads((folder / SPEC_FILE).read_text())
+        return str(spec.get("name")), str(spec.get("model"))
+    return None
 
 
 def completeness(folder: str | Path) -> tuple[int, int]:
@@ -274,17 +470,6 @@ def partial_note(folder: str | Path) -> str | None:
     """'partial: x of y chunks' for a run folder that is not complete, else None."""
     done, total = completeness(folder)
     return f"partial: {done} of {total} chunks" if done < total else None
-
-
-def write_table(path: Path, frame: pd.DataFrame) -> None:
-    """A whole-table result (e.g. thresholds.parquet), written atomically."""
-    _atomic_write_parquet(Path(path), frame)
-
-
-def write_chunk(folder: Path, chunk_index: int, runs: pd.DataFrame, trajectories: pd.DataFrame) -> None:
-    """Trajectories first, then runs: a chunk counts as finished only once both exist."""
-    _atomic_write_parquet(folder / TRAJECTORIES / part_name(chunk_index), trajectories)
-    _atomic_write_parquet(folder / RUNS / part_name(chunk_index), runs)
 
 
 def level_name(level: float) -> str:
@@ -371,9 +556,26 @@ def load_trajectories(folder: str | Path) -> pd.DataFrame:
 
 
 def _read_parts(folder: Path, table: str) -> pd.DataFrame:
-    """The parts of `table` that belong to finished chunks (a chunk is finished once its runs part
-    exists), concatenated."""
-    parts = [p for i in sorted(finished_chunks(folder)) if (p := folder / table / part_name(i)).exists()]
-    if not parts:
+    """The parts of `table` of the finished chunks, each checked against its record, concatenated."""
+    records = chunk_records(folder)
+    if not records:
         raise StoreError(f"{folder}: no finished chunks in {table}/ (is this a dlsweep run folder?)")
-    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+    return pd.concat([_read_checked(folder, table, index, record) for index, record in sorted(records.items())],
+                     ignore_index=True)
+
+
+def load_chunk(folder: str | Path, index: int, table: str = RUNS) -> pd.DataFrame:
+    """One finished chunk's part of `table`, checked against its record."""
+    folder = Path(folder)
+    record = chunk_records(folder).get(index)
+    if record is None:
+        raise StoreError(f"{folder}: chunk {index} is not finished")
+    return _read_checked(folder, table, index, record)
+
+
+def _read_checked(folder: Path, table: str, index: int, record: dict) -> pd.DataFrame:
+    data = _read_part(folder, table, index, record)
+    try:
+        return pq.read_table(io.BytesIO(data)).to_pandas()
+    except pa.ArrowException as err:
+        raise StoreError(damage_message(folder, folder / table / part_name(index), index, str(err))) from None

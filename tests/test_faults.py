@@ -1,0 +1,303 @@
+"""Faults a finished or running sweep meets, driven through the command line: damaged parts
+(truncated, emptied, changed), a damaged manifest, a full disk, a read-only folder. Each test
+asserts the message the user reads and that nothing already written is lost
+(docs/reliability.md lists what is promised and which test proves it)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import CLI, SMALL_CHUNK
+from dlsweep import cli, store
+
+
+N_SMALL_CHUNKS = 3        # the 12 runs of SMALL in chunks of SMALL_CHUNK = 4
+
+
+def copy_of(folder: Path, tmp_path: Path, name: str = "copy") -> Path:
+    out = tmp_path / name
+    shutil.copytree(folder, out)
+    return out
+
+
+def assert_same_dataset(folder: Path, reference: Path) -> None:
+    pd.testing.assert_frame_equal(store.load(folder), store.load(reference), check_exact=True)
+    pd.testing.assert_frame_equal(store.load_trajectories(folder), store.load_trajectories(reference), check_exact=True)
+
+
+def part(folder: Path, index: int, table: str = store.RUNS) -> Path:
+    return folder / table / store.part_name(index)
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def flip_a_byte(path: Path) -> None:
+    """Same size, one byte of the data pages changed: only the checksum can tell."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+DAMAGES = {"truncated": truncate, "zero bytes": empty, "one byte changed": flip_a_byte}
+
+
+def cli_run(args, capsys) -> tuple[int, str, str]:
+    code = cli.main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# ----------------------------------------------------------------------------- damaged parts
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("table", [store.RUNS, store.TRAJECTORIES])
+def test_a_damaged_part_is_named_by_readers_and_computed_again_on_resume(damage, table, tmp_path, small_spec,
+                                                                         small_dataset, capsys):
+    folder = copy_of(small_dataset, tmp_path)
+    damaged = part(folder, 1, table)
+    DAMAGES[damage](damaged)
+    kept = {i: part(folder, i).read_bytes() for i in (0, 2)}
+
+    # show names the chunk and the file, and says what to do; the run is not complete
+    code, out, err = cli_run(["show", folder], capsys)
+    assert code == 0, err
+    assert f"1 ({table}/{store.part_name(1)}:" in out and "partial: 2 of 3 chunks" in out, out
+    assert "computes the damaged chunks again" in out
+    # readers of the tables name the file and what to do, without a traceback
+    for verb in (["thresholds", folder], ["plot", folder, "--kind", "trajectories"]):
+        code, out, err = cli_run(verb, capsys)
+        if table == store.RUNS or verb[0] == "plot":
+            assert code == 2, (verb, out, err)
+            assert f"{damaged} is damaged" in err and "run the sweep again on this folder" in err, err
+            assert "Traceback" not in err and err.count("\n") == 1, err
+    # a resumed run says which chunk it computes again, recomputes that one only, and the result is whole
+    code, out, err = cli_run(["run", small_spec, "--out", folder, "--no-progress"], capsys)
+    assert code == 0, err
+    assert f"chunk 1 is damaged ({table}/{store.part_name(1)}" in err and "computing it again" in err, err
+    assert "ran 1 chunk(s)" in out and "2 chunk(s) were already finished" in out, out
+    assert {i: part(folder, i).read_bytes() for i in (0, 2)} == kept
+    assert_same_dataset(folder, small_dataset)
+    assert store.damaged_chunks(folder) == {}
+
+
+def test_a_missing_part_counts_as_damaged(tmp_path, small_spec, small_dataset, capsys):
+    folder = copy_of(small_dataset, tmp_path)
+    part(folder, 2, store.TRAJECTORIES).unlink()
+    assert list(store.damaged_chunks(folder)) == [2]
+    code, out, err = cli_run(["run", small_spec, "--out", folder, "--no-progress"], capsys)
+    assert code == 0 and "chunk 2 is damaged" in err and "ran 1 chunk(s)" in out, (out, err)
+    assert_same_dataset(folder, small_dataset)
+
+
+# ----------------------------------------------------------------------------- damaged manifest
+
+
+@pytest.mark.parametrize("damage", ["garbage", "zero bytes", "missing keys", "deleted"])
+def test_a_damaged_manifest_is_rebuilt_from_the_chunk_records(damage, tmp_path, small_spec, small_dataset, capsys):
+    folder = copy_of(small_dataset, tmp_path)
+    original = json.loads((folder / store.MANIFEST).read_text())
+    path = folder / store.MANIFEST
+    {"garbage": lambda: path.write_bytes(b"\x00{not json"), "zero bytes": lambda: path.write_bytes(b""),
+     "missing keys": lambda: path.write_text('{"name": "small"}'), "deleted": path.unlink}[damage]()
+    parts = {p: p.read_bytes() for sub in (store.RUNS, store.TRAJECTORIES) for p in (folder / sub).iterdir()}
+
+    code, out, err = cli_run(["show", folder], capsys)            # readers work from the records
+    assert code == 0 and "complete" in out and "read from the chunk records" in out, (out, err)
+    code, out, err = cli_run(["run", small_spec, "--out", folder, "--no-progress"], capsys)
+    assert code == 0, err
+    assert "rebuilt from the chunk records" in err and "overwrite" not in err, err
+    assert "3 chunk(s) were already finished" in out and "ran" not in out, out      # nothing computed again
+    rebuilt = json.loads(path.read_text())
+    assert {k: rebuilt[k] for k in store.PLAN_KEYS} == {k: original[k] for k in store.PLAN_KEYS}
+    assert {p: p.read_bytes() for p in parts} == parts
+    assert_same_dataset(folder, small_dataset)
+
+
+def test_a_damaged_manifest_without_finished_chunks_of_the_same_sweep_starts_over(tmp_path, small_spec, small_dataset,
+                                                                                capsys):
+    """Killed right after the manifest was written, with the manifest then damaged: the folder
+    holds the same sweep's sweep.toml and no finished chunk, so there is nothing to keep."""
+    folder = copy_of(small_dataset, tmp_path)
+    shutil.rmtree(folder / store.CHUNKS)
+    for sub in (store.RUNS, store.TRAJECTORIES):
+        for p in (folder / sub).iterdir():
+            p.unlink()
+    (folder / store.MANIFEST).write_bytes(b"{")
+    code, out, err = cli_run(["run", small_spec, "--out", folder, "--no-progress"], capsys)
+    assert code == 0, err
+    assert_same_dataset(folder, small_dataset)
+
+
+def test_a_damaged_manifest_of_another_sweep_is_not_touched(tmp_path, small_spec, small_dataset, capsys):
+    folder = copy_of(small_dataset, tmp_path)
+    shutil.rmtree(folder / store.CHUNKS)
+    (folder / store.MANIFEST).write_bytes(b"{")
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    code, out, err = cli_run(["run", small_spec, "--out", folder, "--no-progress", "--set", "steps=401"], capsys)
+    assert code == 2 and "is damaged" in err and "--overwrite" in err, err
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_parts_whose_record_is_missing_are_adopted_not_recomputed(tmp_path, small_spec, small_dataset, capsys):
+    """A run stopped between its last part and the chunk's record: the whole parts are kept."""
+    folder = copy_of(small_dataset, tmp_path)
+    (folder / store.CHUNKS / store.record_name(1)).unlink()
+    parts = {p: p.read_bytes() for sub in (store.RUNS, store.TRAJECTORIES) for p in (folder / sub).iterdir()}
+    code, out, err = cli_run(["run", small_spec, "--out", folder, "--no-progress"], capsys)
+    assert code == 0 and "ran" not in out, (out, err)
+    assert store.chunk_records(folder)[1]["adopted"] is True
+    assert {p: p.read_bytes() for p in parts} == parts
+    assert_same_dataset(folder, small_dataset)
+
+
+# ----------------------------------------------------------------------------- a full disk
+
+
+class FullDisk:
+    """os.fsync that fails with ENOSPC from its `after`-th call on (a disk that fills up mid-run):
+    the error reaches the writer where a real full disk reports it, at the flush of a file."""
+
+    def __init__(self, after: int):
+        self.calls, self.after, self.real = 0, after, os.fsync
+
+    def __call__(self, fd):
+        self.calls += 1
+        if self.calls > self.after:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return self.real(fd)
+
+
+@pytest.mark.parametrize("after", [0, 2, 5, 7])
+def test_a_full_disk_is_named_and_loses_nothing(after, tmp_path, small_spec, small_dataset, monkeypatch, capsys):
+    """A run writes manifest, sweep.toml, then per chunk two parts and a record (3 fsyncs each
+    file, the folder syncs swallowed); the disk fills up at the `after`-th file."""
+    out = tmp_path / "full"
+    full = FullDisk(after)
+    monkeypatch.setattr(os, "fsync", lambda fd: full(fd) if not os.path.isdir(f"/proc/self/fd/{fd}") else None)
+    code, stdout, err = cli_run(["run", small_spec, "--out", out, "--chunk-size", SMALL_CHUNK, "--no-progress"], capsys)
+    assert code == 2, (stdout, err)
+    assert "No space left on device" in err and str(out) in err and "Traceback" not in err, err
+    assert err.count("\n") == 1, err
+    assert not list(out.rglob(".*.tmp-*"))                       # no temporary left behind
+    finished = store.finished_chunks(out)
+    assert len(finished) == max(0, (after - 2) // 3) < N_SMALL_CHUNKS
+    if finished:                                                 # what was finished reads back whole
+        runs = store.load(out)
+        assert sorted(runs.run_id) == [r for i in sorted(finished) for r in range(i * SMALL_CHUNK, (i + 1) * SMALL_CHUNK)]
+    monkeypatch.undo()
+    code, stdout, err = cli_run(["run", small_spec, "--out", out, "--no-progress"], capsys)
+    assert code == 0, err
+    assert_same_dataset(out, small_dataset)
+
+
+# ----------------------------------------------------------------------------- a read-only finished run
+
+
+READ_ONLY_GUARD = """
+import builtins, errno, os, sys
+folder = os.path.realpath(sys.argv[1])
+def inside(path):
+    return isinstance(path, (str, bytes, os.PathLike)) and os.path.realpath(os.fsdecode(path)).startswith(folder)
+def refuse(path):
+    raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fsdecode(path))
+real_open, real_os_open = builtins.open, os.open
+def open_(file, mode="r", *args, **kwargs):
+    if inside(file) and any(c in mode for c in "wax+"):
+        refuse(file)
+    return real_open(file, mode, *args, **kwargs)
+def os_open(path, flags, *args, **kwargs):
+    if inside(path) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+        refuse(path)
+    return real_os_open(path, flags, *args, **kwargs)
+def guard(real):
+    def call(path, *args, **kwargs):
+        if inside(path) or any(inside(a) for a in args[:1]):
+            refuse(path)
+        return real(path, *args, **kwargs)
+    return call
+builtins.open, os.open = open_, os_open
+for name in ("mkdir", "makedirs", "replace", "rename", "link", "unlink", "rmdir"):
+    setattr(os, name, guard(getattr(os, name)))
+from dlsweep.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _unprivileged() -> None:
+    os.setgid(65534)
+    os.setuid(65534)
+
+
+def _reader(folder: Path, env: dict):
+    """A runner of the CLI that cannot write into `folder`. Not root: the folder's write bits are
+    cleared. Root writes through any permission bits, so it runs the CLI as an unprivileged user
+    where that user can run this interpreter, and otherwise with every write under the folder
+    refused with EROFS at the system-call wrappers (what a read-only mount answers)."""
+    if os.geteuid() != 0:
+        return lambda *args: subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
+    probe = subprocess.run([sys.executable, "-c", "import dlsweep.cli"], capture_output=True, env=env,
+                           preexec_fn=_unprivileged)
+    if probe.returncode == 0:
+        return lambda *args: subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=300,
+                                            env=env, preexec_fn=_unprivileged)
+    return lambda *args: subprocess.run([sys.executable, "-c", READ_ONLY_GUARD, str(folder), *map(str, args)],
+                                        capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture
+def read_only_run(small_dataset):
+    """A finished run in a folder nobody may write, and a writable home for the reader's outputs."""
+    root = Path(tempfile.mkdtemp(prefix="dlsweep-ro-"))
+    root.chmod(0o755)
+    folder = root / "archive"
+    shutil.copytree(small_dataset, folder)
+    home = root / "home"
+    home.mkdir()
+    home.chmod(0o777)
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    yield folder, home
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    shutil.rmtree(root)
+
+
+def test_a_read_only_finished_run_can_be_read_shown_and_plotted(read_only_run):
+    folder, home = read_only_run
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    env = {**os.environ, "HOME": str(home), "MPLCONFIGDIR": str(home / "mpl"), "DLSWEEP_CACHE_DIR": "off"}
+    run = _reader(folder, env)
+
+    shown = run("show", folder)
+    assert shown.returncode == 0 and "complete" in shown.stdout, shown.stderr
+    read = subprocess.run([sys.executable, "-c", f"import pandas as pd; print(len(pd.read_parquet({str(folder / 'runs')!r})))"],
+                          capture_output=True, text=True, env=env)
+    assert read.stdout.strip() == "12", read.stderr
+    # derived outputs: a clear error naming the file and --out, or written where --out says
+    table = run("thresholds", folder)
+    assert table.returncode == 2 and "Traceback" not in table.stderr, table.stderr
+    assert f"cannot write {folder / 'thresholds.parquet'}" in table.stderr and "--out" in table.stderr, table.stderr
+    table = run("thresholds", folder, "--out", home / "th.parquet")
+    assert table.returncode == 0 and (home / "th.parquet").is_file(), table.stderr
+    figure = run("plot", folder, "--kind", "trajectories")
+    assert figure.returncode == 2 and "Traceback" not in figure.stderr and "-o" in figure.stderr, figure.stderr
+    figure = run("plot", folder, "--kind", "trajectories", "-o", home / "t.png")
+    assert figure.returncode == 0 and (home / "t.png").stat().st_size > 0, figure.stderr
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
