@@ -55,7 +55,8 @@ def test_run_prints_a_summary(tmp_path, small_spec, capsys):
     assert code == 0 and err == ""
     assert f"{out}: ran 2 chunk(s)" in stdout
     assert f"{out}: 1 chunk(s) were already finished (resumed)" in stdout
-    assert stdout.rstrip().endswith(f"{out}: {N_SMALL} trajectories, complete")
+    last = stdout.rstrip().splitlines()[-1]                 # the last line counts how the trajectories ended
+    assert last.startswith(f"{out}: {N_SMALL} trajectories, complete; ") and ", 0 diverged, " in last
 
     code, stdout, err = run_main(capsys, "run", small_spec, "--out", out)
     assert code == 0 and "ran " not in stdout
@@ -202,11 +203,11 @@ def test_run_errors_exit_2(tmp_path, write_spec, capsys, case):
     args, fragments = {
         "missing file": lambda: (["run", tmp_path / "nope.toml"], ["nope.toml", "no such spec file"]),
         "invalid toml": lambda: (["run", tmp_path / "bad.toml"], ["bad.toml", "not valid TOML"]),
-        "bad set": lambda: (["run", write_spec(), "--set", "steps"], ["--set 'steps'", "KEY=VALUE"]),
+        "bad set": lambda: (["run", write_spec(), "--set", "steps"], ["--set steps: ", "KEY=VALUE"]),
         "unknown key": lambda: (["run", write_spec({"stop": {"patience": 2}})], ["key 'stop.patience'", "unknown key"]),
-        "chunk size 0": lambda: (["run", write_spec(), "--chunk-size", "0"], ["--chunk-size", "integer >= 1"]),
+        "chunk size 0": lambda: (["run", write_spec(), "--chunk-size", "0"], ["--chunk-size 0: ", "integer >= 1"]),
         "level out of range": lambda: (["run", write_spec(), "--set", "record.levels=[0.5, 1.01]"],
-                                       ["key 'record.levels' (from --set)", "(0, 1]"]),
+                                       ["key 'record.levels' (from --set 'record.levels=[0.5, 1.01]')", "(0, 1]"]),
     }[case]()
     (tmp_path / "bad.toml").write_text("steps = = 3\n")
     code, stdout, err = run_main(capsys, *args, "--out", out)
@@ -250,11 +251,14 @@ def test_spec_that_is_not_utf8_is_an_error(tmp_path, capsys):
     assert_cli_error(*run_main(capsys, "run", path, "--out", tmp_path / "o"), str(path))
 
 
-def test_show_of_a_damaged_manifest_is_an_error(tmp_path, small_dataset, capsys):
+def test_show_of_a_damaged_manifest_without_chunk_records_is_an_error(tmp_path, small_dataset, capsys):
+    """With the chunk records there, the manifest is read from them (tests/test_faults.py);
+    without them nothing holds the plan, and the error says what to do."""
     folder = tmp_path / "d"
     shutil.copytree(small_dataset, folder)
+    shutil.rmtree(folder / store.CHUNKS)
     (folder / store.MANIFEST).write_text('{"name": ')
-    assert_cli_error(*run_main(capsys, "show", folder), store.MANIFEST)
+    assert_cli_error(*run_main(capsys, "show", folder), store.MANIFEST, "--overwrite")
 
 
 def test_negative_max_chunks_is_an_error(tmp_path, small_spec, capsys):

@@ -18,6 +18,10 @@ from dlsweep.analysis import theory
 from dlsweep.spec import SpecError
 
 TASK = {"d": 12, "examples": 5, "sparsity": 2, "noise": 0.05}
+# GD ends O(lr) from the gradient flow's limit argmin Q_c (Azulay's Theorem 1 is for the flow):
+# 0.078 lr on THEORY.md 4.6's problem (7.9e-5 at lr 1e-3, 3.1e-4 at 4e-3), 0.070 lr at most on
+# TASK's (measured at lr 5e-3 and 0.01); asserted below GD_GAP_PER_LR lr.
+GD_GAP_PER_LR = 0.25
 
 
 def run_sweep(folder, task: dict, axes: dict, steps: int, lr: float, stop: dict | None = None, compare: bool = True):
@@ -85,10 +89,11 @@ def test_shape_enters_only_through_c_and_gd_reaches_the_q_minimizer(tmp_path):
     """Azulay's Theorem 1 (THEORY.md 2.8): at depth 2 gradient flow sees the init only through
     c = 2 alpha (1 + s^2)/(1 - s^2) and ends at argmin Q_c over the interpolators. Expected (d 12,
     n 5, no noise, lr 0.01, until the loss is 1e-13): alpha 0.01 at s = 0 and alpha 0.004 at
-    s = +-0.65465 (rho = 4.79129; c = 0.02 both) end within 1e-7 of each other (measured 1.6e-8), with
-    equal population errors to 1e-6 relative; every run's `distance_q` is below 1e-3 (measured 4.2e-4
-    to 5.6e-4: GD's gap to the flow, linear in lr; THEORY.md 4.6 has 7.9e-5 at lr 1e-3);
-    the distances to the interpolators equal NumPy's recomputation from the drawn data to 1e-9."""
+    s = +-0.65465 (rho = 4.79129; c = 0.02 both) end within 1e-7 of each other (measured 1.6e-8), so
+    their population errors ||beta - beta*||^2 differ by at most (||beta - beta*|| + ||beta' -
+    beta*||) ||beta - beta'|| <= 2 sqrt(max error) sqrt(d) 1e-7 (measured: a tenth of that); every
+    run's `distance_q` is below GD_GAP_PER_LR lr = 2.5e-3 (measured 4.2e-4 to 6.8e-4); the
+    distances to the interpolators equal NumPy's recomputation from the drawn data to 1e-9."""
     s = (4.79129 - 1) / (4.79129 + 1)       # |1 - rho| / (1 + rho) at rho = 4.79129 (THEORY.md 4.6): c = 0.02
     sweep, runs = run_sweep(tmp_path, TASK | {"noise": 0.0},
                             {"depth": [2], "sigma0": [0.01, 0.004], "shape": [-s, 0.0, s]}, 400_000, 0.01,
@@ -99,8 +104,9 @@ def test_shape_enters_only_through_c_and_gd_reaches_the_q_minimizer(tmp_path):
     assert len(same_c) == 3
     betas = np.stack(same_c.beta.to_numpy())
     assert np.abs(betas - betas[0]).max() < 1e-7
-    np.testing.assert_allclose(same_c.population_error, same_c.population_error.iloc[0], rtol=1e-6)
-    assert (runs.distance_q < 1e-3).all(), runs.distance_q
+    errors = same_c.population_error.to_numpy()
+    np.testing.assert_allclose(errors, errors[0], rtol=0, atol=2 * np.sqrt(errors.max() * TASK["d"]) * 1e-7)
+    assert (runs.distance_q < GD_GAP_PER_LR * 0.01).all(), runs.distance_q
     data = drawn(sweep)
     l1, l2 = theory.min_l1_interpolator(data["x"], data["y"]), theory.min_l2_interpolator(data["x"], data["y"])
     for run in runs.itertuples():
@@ -146,15 +152,16 @@ AZULAY_NAMES = ("azulay-fig7-1", "azulay-phase", "azulay-fig7-2")       # the re
 
 
 def test_azulay_fig7_1_quick_reproduction(quick_reproduction):
-    """Azulay et al.'s Figure 7.1 (quick: d 200, n 40, 8 scales x 5 shapes, lr 2e-3). Expected: it runs
-    in under a minute and draws its three figures; at every scale the population error grows with
+    """Azulay et al.'s Figure 7.1 (quick: d 200, n 40, 8 scales x 5 shapes, lr 2e-3). Expected: it
+    draws its three figures; at every scale the population error grows with
     the shape (s = 0 best, the paper's claim; measured: strictly, at all 8 scales); at the smallest
     scale s = 0 is nearer the min-l1 interpolator's error than the min-l2 one's, and at the largest
-    every shape is within 1% of the min-l2 one's (the kernel regime); every run that reached the
-    paper's stop (loss 5e-5) is within 0.03 of argmin Q_c for its c (Theorem 1; measured at most 0.011,
-    the stop's own residual)."""
-    result, seconds = quick_reproduction(AZULAY_NAMES[0])
-    assert seconds < 60
+    every shape is within 1% of the min-l2 one's (the kernel regime; measured 0.2%); every run that
+    reached the paper's stop (loss 5e-5) is within the norm of the residual the stop leaves,
+    ||X beta - y|| <= sqrt(2 n 5e-5) = 0.063, of argmin Q_c for its c (Theorem 1): the flow would
+    close that residual moving beta by about the residual over X's singular values (>= 8.3), up to
+    its path's curvature (measured at most 0.011)."""
+    result = quick_reproduction(AZULAY_NAMES[0])
     for path in result.figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
     assert len(result.figures) == 3
@@ -170,19 +177,21 @@ def test_azulay_fig7_1_quick_reproduction(quick_reproduction):
     smallest, largest = table.iloc[:, 0], table.iloc[:, -1]
     assert abs(smallest[0.0] - rich) < abs(smallest[0.0] - kernel)
     np.testing.assert_allclose(largest, kernel, rtol=0.01)
-    assert (runs[runs.converged].distance_q < 0.03).all()
+    stop_residual = math.sqrt(2 * len(data["y"]) * sweep.stop.loss)
+    assert (runs[runs.converged].distance_q < stop_residual).all()
 
 
 def test_azulay_phase_quick_reproduction(quick_reproduction):
     """The (scale x shape) plane at depths 2-4 in one program (quick: 5 scales x 3 shapes, 50000 steps).
-    Expected: it runs in under a minute and draws its four heatmaps; at every depth the balanced
-    init at the smallest scale has a lower population error than at the largest (rich vs kernel
-    regime), and deeper networks are richer there (depth 4 < depth 3 < depth 2; measured 0.041, 0.060,
-    0.213); s = 0.99 is kernel-like at every scale and depth (within 5% of the largest scale's
-    error); a run whose loss grew 1000-fold (s = 0.99 at the largest scale, depths 3 and 4: lr 2e-3 is
-    too large there) is marked diverged, never drawn as a value."""
-    result, seconds = quick_reproduction(AZULAY_NAMES[1])
-    assert seconds < 60
+    Expected: it draws its four heatmaps; at every depth the balanced init at the smallest scale
+    has a lower population error than at the largest (rich vs kernel regime), and deeper networks
+    are richer there (depth 4 < depth 3 < depth 2; measured 0.041, 0.060, 0.213); s = 0.99 is
+    kernel-like at every scale and depth: within 10% of the largest scale's error (the kernel one,
+    0.78-0.79), i.e. 0.08, a seventh of the gap of 0.57 to the rich errors (0.04-0.21) that tells
+    the regimes apart (measured at most 3.1%, at sigma0 1e-3, where c = 0.2 is not far into the
+    kernel limit); a run whose loss grew 1000-fold (s = 0.99 at the largest scale, depths 3 and 4:
+    lr 2e-3 is too large there) is marked diverged, never drawn as a value."""
+    result = quick_reproduction(AZULAY_NAMES[1])
     assert [p.name for p in result.figures] == [
         "heatmap-sigma0-shape-population_error-depth2.png", "heatmap-sigma0-shape-l1_l2_position-depth2.png",
         "heatmap-sigma0-shape-population_error-depth3.png", "heatmap-sigma0-shape-population_error-depth4.png"]
@@ -195,7 +204,7 @@ def test_azulay_phase_quick_reproduction(quick_reproduction):
     unbalanced = kept[kept["shape"] == 0.99].pivot_table(index="depth", columns="sigma0", values="population_error")
     largest = balanced.iloc[:, -1]
     for depth, row in unbalanced.iterrows():
-        np.testing.assert_allclose(row.dropna(), largest[depth], rtol=0.05)
+        np.testing.assert_allclose(row.dropna(), largest[depth], rtol=0.1)
     assert runs.diverged.any() and (runs[runs.diverged]["shape"] == 0.99).all()
 
 
@@ -206,11 +215,11 @@ def test_summary_and_column_heatmap_figures_name_their_errors(tmp_path):
     from dlsweep.plot import PlotError
 
     run_sweep(tmp_path, TASK, {"depth": [3], "sigma0": [0.1], "shape": [0.0, 0.5]}, 50, 0.05)
-    for options, message in (({"kind": "summary", "y": "beta"}, "-y 'beta': expected a numeric column"),
-                             ({"kind": "summary", "at": {"depth": 2}}, "--at depth=2: not a value of the axis"),
-                             ({"kind": "summary", "at": {"width": 2}}, "--at 'width': expected an axis of the sweep"),
-                             ({"kind": "summary", "color": "width"}, "--color 'width': expected an axis of the sweep"),
-                             ({"kind": "summary", "x": "c"}, "-x c is the init's c of a depth-2 network"),
+    for options, message in (({"kind": "summary", "y": "beta"}, "y='beta': expected a numeric column"),
+                             ({"kind": "summary", "at": {"depth": 2}}, "at={'depth': 2}: not a value of the axis"),
+                             ({"kind": "summary", "at": {"width": 2}}, "at={'width': 2}: 'width' is not an axis of the sweep"),
+                             ({"kind": "summary", "color": "width"}, "color='width': expected an axis of the sweep"),
+                             ({"kind": "summary", "x": "c"}, "x='c' is the init's c of a depth-2 network"),
                              ({"kind": "heatmap", "color": "nothing"}, "needs targets")):
         with pytest.raises(PlotError, match=re.escape(message)):
             api.plot_run(tmp_path, **options)
@@ -265,9 +274,9 @@ def test_neuron_reaches_theorem_2s_interpolator(tmp_path):
 
 def test_azulay_fig7_2_draws_the_neuron_q_contours(quick_reproduction):
     """Figure 7.2 is theory alone (its numbers: test_theory_shape.py). Expected: one PNG of six
-    panels, in a second or two, and no run folder."""
-    result, seconds = quick_reproduction(AZULAY_NAMES[2])
-    assert seconds < 30 and [p.name for p in result.figures] == ["neuron-q-contours.png"]
+    panels, and no run folder."""
+    result = quick_reproduction(AZULAY_NAMES[2])
+    assert [p.name for p in result.figures] == ["neuron-q-contours.png"]
     assert result.figures[0].stat().st_size > 50_000 and not (result.folder / "runs").exists()
 
 
@@ -289,9 +298,9 @@ def test_neurons_sharing_a_direction_are_one_neuron_of_scale_width_times_sigma0(
 def test_gd_reaches_the_q_minimizer_across_the_scale_shape_grid(tmp_path):
     """Theorem 1 across a grid (float64, d 12, n 5, no noise, lr 5e-3 until the loss is 1e-13):
     sigma0 in {1e-3, 1e-2, 0.1, 1} x s in {0, 0.5, 0.9}, c from 0.002 to 19. Expected: every run
-    converges and ends within 1e-3 of argmin Q_c (GD's gap, linear in lr; measured 9e-6 to 3.5e-4)."""
+    converges and ends within GD_GAP_PER_LR lr = 1.25e-3 of argmin Q_c (measured 9e-6 to 3.5e-4)."""
     _, runs = run_sweep(tmp_path, TASK | {"noise": 0.0},
                         {"depth": [2], "sigma0": [1e-3, 1e-2, 0.1, 1.0], "shape": [0.0, 0.5, 0.9]}, 600_000, 5e-3,
                         stop={"rel_loss": 0.0, "loss": 1e-13})
     assert runs.converged.all()
-    assert (runs.distance_q < 1e-3).all(), runs.distance_q.max()
+    assert (runs.distance_q < GD_GAP_PER_LR * 5e-3).all(), runs.distance_q.max()

@@ -41,6 +41,61 @@ def test_results_do_not_depend_on_chunk_size(tmp_path, chunk_size):
         assert a.equals(b)
 
 
+# Sweeps whose trajectories XLA once rounded differently by the chunk size (a trajectory in the
+# scalar tail of a vectorized loop, a per-seed slot of another width, a loop split over threads).
+INVARIANT = {
+    # the toy with the depth compiled in (260 runs a depth, so chunks follow depth): the loss at
+    # depth 3 and 4 was 2e-5 relative apart between chunks of 13 and 64
+    "toy": {"name": "toy", "model": "toy", "steps": 2000, "dtype": "float32",
+            "task": {"sigma_star": [12.0, 6.0, 4.0, 3.0]},
+            "axes": {"depth": [3, 4], "sigma0": {"logspace": [-4, -0.5], "num": 260}, "lr": [4e-3]},
+            "record": {"points": 12}},
+    # matrix sensing with 6 measurements drawn per seed: the per-seed layout (`engine.rows_map`)
+    # around the batch-last kernels (`jax.custom_batching.custom_vmap`), Jacobi singular values
+    "matrix_sensing": {"name": "ms", "model": "matrix_sensing", "steps": 300, "dtype": "float32", "seed": 5,
+                       "task": {"sigma_star": [3.0, 2.0, 1.0], "d": 3, "measurements": 6, "init": "gaussian"},
+                       "axes": {"depth": [2], "sigma0": {"logspace": [-3, -1], "num": 8}, "lr": [0.05],
+                                "seed": [0, 1, 2]},
+                       "record": {"points": 12}},
+    # the diagonal network with 12 examples drawn per seed: the per-seed layout of a batch-first model
+    "diagonal": {"name": "dg", "model": "diagonal", "steps": 1000, "dtype": "float32", "seed": 5,
+                 "task": {"w_star": [2.0, -1.0, 0.5], "d": 5, "examples": 12, "loss": "squared"},
+                 "axes": {"depth": [2, 3], "sigma0": {"logspace": [-2, -1], "num": 4}, "lr": [0.05],
+                          "seed": [0, 1, 2]},
+                 "record": {"points": 12}},
+    # the deep diagonal network over depth x sigma0 x shape, its dataset drawn once for the chunk
+    "diagonal_net": {"name": "dn", "model": "diagonal_net", "steps": 1000, "dtype": "float32",
+                     "task": {"d": 30, "examples": 10, "sparsity": 3},
+                     "axes": {"depth": [2, 3], "sigma0": {"logspace": [-2, -0.5], "num": 10}, "shape": [0.0, 0.5],
+                              "lr": [1e-2]},
+                     "record": {"points": 12}},
+}
+
+
+def assert_identical(a, b):
+    """Every column of two tables equal bit for bit (NaN where NaN, list columns entry by entry)."""
+    assert list(a.columns) == list(b.columns) and len(a) == len(b) > 0
+    for name in a.columns:
+        x, y = a[name].to_numpy(), b[name].to_numpy()
+        if x.dtype == object:
+            x, y = np.stack(x), np.stack(y)
+        assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), name
+
+
+@pytest.mark.parametrize("family", list(INVARIANT))
+def test_chunk_size_changes_no_bit(tmp_path, family):
+    """Chunks of 13 and 64 run ids and the default chunk size give bit-identical runs and
+    trajectories tables: every compiled batch is whole vector blocks (`engine.LANES`), seed slots
+    of `engine.SLOT_ROWS` rows, XLA's thread split and library fusions off, and a chunk's rows
+    sit at their seed slot among frozen fillers."""
+    sweep = spec.resolve(INVARIANT[family])
+    tables = [frames(api.run(sweep, out=tmp_path / str(size), chunk_size=size, progress_bar=False).folder)
+              for size in (13, 64, None)]
+    for other in tables[1:]:
+        for a, b in zip(tables[0], other):
+            assert_identical(a, b)
+
+
 def test_early_stop_of_a_chunk_does_not_change_results(tmp_path):
     """A chunk whose trajectories all converge early stops early; the same trajectories inside a
     chunk that keeps running (one slow trajectory) are frozen at the same step with the same values."""
@@ -120,7 +175,7 @@ report = api.run(sweep, out=sys.argv[1], chunk_size=int(sys.argv[2]), progress_b
 from dlsweep import engine
 program, flat, task = api.compile_inputs(sweep)
 compiled = engine.compile_chunk(program, int(sys.argv[2]), list(flat.columns), task, 0)
-n = compiled.batch
+n = int(sys.argv[2])
 _, (summary, _) = compiled.launch(range(n), {k: v[:n] for k, v in flat.columns.items()}, task)
 print("shards", [s.data.shape[0] for s in summary["final_loss"].addressable_shards])
 """
@@ -136,11 +191,12 @@ def _run_in_process(tmp_path, folder, chunk_size, env):
 
 
 def test_four_devices_give_the_same_dataset_as_one(tmp_path):
-    """The batch axis sharded over 4 (simulated CPU) devices: same bits as one device."""
+    """The batch axis sharded over 4 (simulated CPU) devices, each computing one vector block of
+    `engine.LANES` trajectories (a chunk of 24 padded to 4 x 64): same bits as one device."""
     one = _run_in_process(tmp_path, tmp_path / "one", 24, {})
     four = _run_in_process(tmp_path, tmp_path / "four", 24, {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
-    assert "shards [24]" in one.stdout
-    assert "shards [6, 6, 6, 6]" in four.stdout          # each device holds a quarter of the chunk
+    assert f"shards [{engine.LANES}]" in one.stdout
+    assert f"shards [{', '.join([str(engine.LANES)] * 4)}]" in four.stdout
     assert store.read_manifest(tmp_path / "four")["devices"] == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
     for a, b in zip(frames(tmp_path / "one"), frames(tmp_path / "four")):
         assert len(a) and a.equals(b)
@@ -166,11 +222,18 @@ def test_compiled_programs_persist_in_the_cache_folder(tmp_path):
 def test_depth_as_a_scalar_per_chunk_gives_the_same_trajectories(tmp_path, monkeypatch):
     """Chunks that follow the depth axis pass depth (and the single lr) to the program unbatched.
     Against the program where every hyperparameter is batched: the same hitting steps, stops and
-    flags exactly; values equal to float32 rounding (XLA may fold scalar factors such as eta/N
-    differently), here within 1e-4 relative after 1500 steps."""
-    sweep = toy_sweep(axes={"depth": [1, 2, 3, 6], "sigma0": {"logspace": [-4, -0.5], "num": 9}, "lr": [4e-3]})
+    flags exactly; values equal up to rounding (XLA may fold scalar factors such as eta/N
+    differently). Run in float64: some sigma come within 4.6e-6 of a level at a decisive step
+    (the float64 recurrence of reference.toy_gd), less than two float32 programs differ here
+    (4e-5), so in float32 the exact hits would hang on the CPU's rounding. Values to 1e-9
+    relative: a rounding of u = 1.1e-16 a step over 1500 steps, amplified at most
+    (s*/sigma0)^(1 - 2/N) = 2.4e3 at N = 6 and sigma0 = 1e-4 (the sensitivity of the growth to
+    early errors): 4e-10 (measured 5e-14)."""
+    sweep = toy_sweep(dtype="float64", axes={"depth": [1, 2, 3, 6], "sigma0": {"logspace": [-4, -0.5], "num": 9},
+                                             "lr": [4e-3]})
     api.run(sweep, out=tmp_path / "batched", progress_bar=False)
     monkeypatch.setattr("dlsweep.grid.MIN_ALIGNED_GROUP", 1)
+    monkeypatch.setattr("dlsweep.grid.ALIGNED_BATCHES", 0)
     api.run(sweep, out=tmp_path / "scalar", chunk_size=4, progress_bar=False)
     assert store.read_manifest(tmp_path / "batched")["group"] == 36
     assert store.read_manifest(tmp_path / "scalar")["group"] == 9           # 3 chunks per depth: 4 + 4 + 1
@@ -180,8 +243,8 @@ def test_depth_as_a_scalar_per_chunk_gives_the_same_trajectories(tmp_path, monke
     assert len(runs_a) == 36 and runs_a[exact].equals(runs_b[exact])
     assert traj_a[["run_id", "step"]].equals(traj_b[["run_id", "step"]])
     values = [c for c in traj_a.columns if c.startswith("sigma_") or c == "loss"]
-    np.testing.assert_allclose(traj_b[values].to_numpy(), traj_a[values].to_numpy(), rtol=1e-4, atol=1e-9)
-    np.testing.assert_allclose(runs_b.final_loss, runs_a.final_loss, rtol=1e-4, atol=1e-9)
+    np.testing.assert_allclose(traj_b[values].to_numpy(), traj_a[values].to_numpy(), rtol=1e-9, atol=0)
+    np.testing.assert_allclose(runs_b.final_loss, runs_a.final_loss, rtol=1e-9, atol=0)
 
 
 def test_a_program_with_a_constant_axis_refuses_a_chunk_where_it_varies():

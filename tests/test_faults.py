@@ -1,5 +1,6 @@
 """Faults a finished or running sweep meets, driven through the command line: damaged parts
-(truncated, emptied, changed), a damaged manifest, a full disk, a read-only folder. Each test
+(truncated, emptied, changed), a damaged manifest, a full disk, a read-only folder, a grid too
+large for memory, every trajectory diverged, Ctrl-C at any moment. Each test
 asserts the message the user reads and that nothing already written is lost
 (docs/reliability.md lists what is promised and which test proves it)."""
 
@@ -9,19 +10,22 @@ import errno
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from conftest import CLI, SMALL_CHUNK
-from dlsweep import cli, store
+from conftest import CLI, LONG_CHUNK, SMALL_CHUNK
+from dlsweep import cli, grid, interrupt, plan, store
 
 
-N_SMALL_CHUNKS = 3        # the 12 runs of SMALL in chunks of SMALL_CHUNK = 4
+N_SMALL = 12              # conftest.SMALL: depth 3 x sigma0 4 x lr 1
+N_SMALL_CHUNKS = N_SMALL // SMALL_CHUNK
 
 
 def copy_of(folder: Path, tmp_path: Path, name: str = "copy") -> Path:
@@ -57,10 +61,14 @@ def flip_a_byte(path: Path) -> None:
 DAMAGES = {"truncated": truncate, "zero bytes": empty, "one byte changed": flip_a_byte}
 
 
-def cli_run(args, capsys) -> tuple[int, str, str]:
+def run_main(capsys, *args) -> tuple[int, str, str]:
     code = cli.main([str(a) for a in args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def warning_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("dlsweep: warning: ")]
 
 
 # ----------------------------------------------------------------------------- damaged parts
@@ -76,19 +84,19 @@ def test_a_damaged_part_is_named_by_readers_and_computed_again_on_resume(damage,
     kept = {i: part(folder, i).read_bytes() for i in (0, 2)}
 
     # show names the chunk and the file, and says what to do; the run is not complete
-    code, out, err = cli_run(["show", folder], capsys)
+    code, out, err = run_main(capsys, "show", folder)
     assert code == 0, err
     assert f"1 ({table}/{store.part_name(1)}:" in out and "partial: 2 of 3 chunks" in out, out
     assert "computes the damaged chunks again" in out
     # readers of the tables name the file and what to do, without a traceback
     for verb in (["thresholds", folder], ["plot", folder, "--kind", "trajectories"]):
-        code, out, err = cli_run(verb, capsys)
+        code, out, err = run_main(capsys, *verb)
         if table == store.RUNS or verb[0] == "plot":
             assert code == 2, (verb, out, err)
             assert f"{damaged} is damaged" in err and "run the sweep again on this folder" in err, err
             assert "Traceback" not in err and err.count("\n") == 1, err
     # a resumed run says which chunk it computes again, recomputes that one only, and the result is whole
-    code, out, err = cli_run(["run", small_spec, "--out", folder, "--no-progress"], capsys)
+    code, out, err = run_main(capsys, "run", small_spec, "--out", folder, "--no-progress")
     assert code == 0, err
     assert f"chunk 1 is damaged ({table}/{store.part_name(1)}" in err and "computing it again" in err, err
     assert "ran 1 chunk(s)" in out and "2 chunk(s) were already finished" in out, out
@@ -101,7 +109,7 @@ def test_a_missing_part_counts_as_damaged(tmp_path, small_spec, small_dataset, c
     folder = copy_of(small_dataset, tmp_path)
     part(folder, 2, store.TRAJECTORIES).unlink()
     assert list(store.damaged_chunks(folder)) == [2]
-    code, out, err = cli_run(["run", small_spec, "--out", folder, "--no-progress"], capsys)
+    code, out, err = run_main(capsys, "run", small_spec, "--out", folder, "--no-progress")
     assert code == 0 and "chunk 2 is damaged" in err and "ran 1 chunk(s)" in out, (out, err)
     assert_same_dataset(folder, small_dataset)
 
@@ -118,9 +126,9 @@ def test_a_damaged_manifest_is_rebuilt_from_the_chunk_records(damage, tmp_path, 
      "missing keys": lambda: path.write_text('{"name": "small"}'), "deleted": path.unlink}[damage]()
     parts = {p: p.read_bytes() for sub in (store.RUNS, store.TRAJECTORIES) for p in (folder / sub).iterdir()}
 
-    code, out, err = cli_run(["show", folder], capsys)            # readers work from the records
+    code, out, err = run_main(capsys, "show", folder)            # readers work from the records
     assert code == 0 and "complete" in out and "read from the chunk records" in out, (out, err)
-    code, out, err = cli_run(["run", small_spec, "--out", folder, "--no-progress"], capsys)
+    code, out, err = run_main(capsys, "run", small_spec, "--out", folder, "--no-progress")
     assert code == 0, err
     assert "rebuilt from the chunk records" in err and "overwrite" not in err, err
     assert "3 chunk(s) were already finished" in out and "ran" not in out, out      # nothing computed again
@@ -140,7 +148,7 @@ def test_a_damaged_manifest_without_finished_chunks_of_the_same_sweep_starts_ove
         for p in (folder / sub).iterdir():
             p.unlink()
     (folder / store.MANIFEST).write_bytes(b"{")
-    code, out, err = cli_run(["run", small_spec, "--out", folder, "--no-progress"], capsys)
+    code, out, err = run_main(capsys, "run", small_spec, "--out", folder, "--no-progress")
     assert code == 0, err
     assert_same_dataset(folder, small_dataset)
 
@@ -150,7 +158,7 @@ def test_a_damaged_manifest_of_another_sweep_is_not_touched(tmp_path, small_spec
     shutil.rmtree(folder / store.CHUNKS)
     (folder / store.MANIFEST).write_bytes(b"{")
     before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")}
-    code, out, err = cli_run(["run", small_spec, "--out", folder, "--no-progress", "--set", "steps=401"], capsys)
+    code, out, err = run_main(capsys, "run", small_spec, "--out", folder, "--no-progress", "--set", "steps=401")
     assert code == 2 and "is damaged" in err and "--overwrite" in err, err
     assert {p: p.read_bytes() for p in before} == before
 
@@ -160,7 +168,7 @@ def test_parts_whose_record_is_missing_are_adopted_not_recomputed(tmp_path, smal
     folder = copy_of(small_dataset, tmp_path)
     (folder / store.CHUNKS / store.record_name(1)).unlink()
     parts = {p: p.read_bytes() for sub in (store.RUNS, store.TRAJECTORIES) for p in (folder / sub).iterdir()}
-    code, out, err = cli_run(["run", small_spec, "--out", folder, "--no-progress"], capsys)
+    code, out, err = run_main(capsys, "run", small_spec, "--out", folder, "--no-progress")
     assert code == 0 and "ran" not in out, (out, err)
     assert store.chunk_records(folder)[1]["adopted"] is True
     assert {p: p.read_bytes() for p in parts} == parts
@@ -191,7 +199,7 @@ def test_a_full_disk_is_named_and_loses_nothing(after, tmp_path, small_spec, sma
     out = tmp_path / "full"
     full = FullDisk(after)
     monkeypatch.setattr(os, "fsync", lambda fd: full(fd) if not os.path.isdir(f"/proc/self/fd/{fd}") else None)
-    code, stdout, err = cli_run(["run", small_spec, "--out", out, "--chunk-size", SMALL_CHUNK, "--no-progress"], capsys)
+    code, stdout, err = run_main(capsys, "run", small_spec, "--out", out, "--chunk-size", SMALL_CHUNK, "--no-progress")
     assert code == 2, (stdout, err)
     assert "No space left on device" in err and str(out) in err and "Traceback" not in err, err
     assert err.count("\n") == 1, err
@@ -202,7 +210,7 @@ def test_a_full_disk_is_named_and_loses_nothing(after, tmp_path, small_spec, sma
         runs = store.load(out)
         assert sorted(runs.run_id) == [r for i in sorted(finished) for r in range(i * SMALL_CHUNK, (i + 1) * SMALL_CHUNK)]
     monkeypatch.undo()
-    code, stdout, err = cli_run(["run", small_spec, "--out", out, "--no-progress"], capsys)
+    code, stdout, err = run_main(capsys, "run", small_spec, "--out", out, "--no-progress")
     assert code == 0, err
     assert_same_dataset(out, small_dataset)
 
@@ -252,9 +260,12 @@ def _reader(folder: Path, env: dict):
     refused with EROFS at the system-call wrappers (what a read-only mount answers)."""
     if os.geteuid() != 0:
         return lambda *args: subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
-    probe = subprocess.run([sys.executable, "-c", "import dlsweep.cli"], capture_output=True, env=env,
-                           preexec_fn=_unprivileged)
-    if probe.returncode == 0:
+    try:
+        usable = subprocess.run([sys.executable, "-c", "import dlsweep.cli"], capture_output=True, env=env,
+                                preexec_fn=_unprivileged).returncode == 0
+    except OSError:                 # the unprivileged user cannot even start this interpreter
+        usable = False
+    if usable:
         return lambda *args: subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=300,
                                             env=env, preexec_fn=_unprivileged)
     return lambda *args: subprocess.run([sys.executable, "-c", READ_ONLY_GUARD, str(folder), *map(str, args)],
@@ -301,3 +312,126 @@ def test_a_read_only_finished_run_can_be_read_shown_and_plotted(read_only_run):
     figure = run("plot", folder, "--kind", "trajectories", "-o", home / "t.png")
     assert figure.returncode == 0 and (home / "t.png").stat().st_size > 0, figure.stderr
     assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+
+
+# ----------------------------------------------------------------------------- a grid too large, all diverged
+
+
+def test_grid_beyond_memory_is_refused_before_it_is_built(tmp_path, small_spec, capsys, monkeypatch):
+    """3e10 trajectories: one line naming the key, the numbers and the limit; the flat grid is
+    never built (grid.build would allocate 720 GB) and nothing is written."""
+    monkeypatch.setattr(grid, "build", lambda axes: pytest.fail("the flat grid was built"))
+    out = tmp_path / "o"
+    code, stdout, err = run_main(capsys, "run", small_spec, "--out", out,
+                                 "--set", "axes.sigma0={logspace=[-3,-1],num=100000}",
+                                 "--set", "axes.lr={logspace=[-4,-2],num=100000}")
+    assert code == 2 and stdout == "" and err.count("\n") == 1, err
+    assert f"dlsweep: error: {small_spec}: key 'axes': 3e+10 trajectories (depth 3 x sigma0 100000 x lr 100000)" in err
+    assert f"more than the 1/{plan.GRID_MEMORY_SHARE} of this machine's" in err and "split the sweep" in err
+    assert not out.exists()
+
+    # one axis alone: refused before its values are made (np.logspace would allocate 80 GB)
+    code, stdout, err = run_main(capsys, "run", small_spec, "--out", out,
+                                 "--set", "axes.sigma0={logspace=[-3,-1],num=10000000000}")
+    assert code == 2 and err.count("\n") == 1 and "key 'axes.sigma0.num'" in err and "1e+10 trajectories" in err, err
+    assert not out.exists()
+
+
+def test_all_diverged_is_a_loud_warning_and_the_last_line_counts(tmp_path, small_spec, capsys):
+    """lr = 5 on targets 3 and 1: every step multiplies the error by more than |1 - 5 * 3| = 14,
+    so all 12 trajectories blow up; the data is written and the exit status stays 0."""
+    out = tmp_path / "o"
+    code, stdout, err = run_main(capsys, "run", small_spec, "--out", out, "--set", "axes.lr=[5.0]")
+    assert code == 0
+    assert stdout.rstrip().splitlines()[-1] == (f"{out}: {N_SMALL} trajectories, complete; 0 converged, "
+                                                f"{N_SMALL} diverged, 0 stopped at the step limit (400)")
+    assert warning_lines(err) == [
+        f"dlsweep: warning: {out}: every trajectory diverged ({N_SMALL} of {N_SMALL}): {N_SMALL} of {N_SMALL} at lr=5 "
+        "(depth 1..3, sigma0 0.001..0.1); the data is written, but holds no trajectory that converged or reached "
+        "the step limit: try a smaller lr"]
+    assert len(store.load(out)) == N_SMALL
+
+
+# ----------------------------------------------------------------------------- Ctrl-C
+
+
+def start(args, cwd) -> subprocess.Popen:
+    """The CLI in a fresh process, compiling every program (no persistent cache), so the compile
+    phase lasts the whole compile."""
+    env = dict(os.environ, DLSWEEP_CACHE_DIR="off")
+    return subprocess.Popen([*CLI, *map(str, args)], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def wait_until(proc: subprocess.Popen, condition, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            pytest.fail(f"the run exited ({proc.returncode}) before {what}:\n{proc.communicate()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def interrupted(proc: subprocess.Popen) -> tuple[str, str]:
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == interrupt.EXIT_STATUS == 130, (proc.returncode, stderr)
+    return stdout, stderr
+
+
+RESUME_LINE = "dlsweep: interrupted; finished chunks are kept, run again to resume\n"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc to see the process's threads")
+def test_ctrl_c_at_any_moment_exits_130_with_one_line_and_the_rerun_is_identical(tmp_path, long_spec,
+                                                                                    long_reference):
+    out = tmp_path / "o"
+    args = ["run", long_spec, "--out", out, "--chunk-size", LONG_CHUNK]
+
+    # while JAX imports: the Ctrl-C handling is armed before the heavy imports, which take seconds,
+    # and its thread is the process's first, so the signal comes milliseconds into them
+    proc = start(args, tmp_path)
+    wait_until(proc, lambda: len(os.listdir(f"/proc/{proc.pid}/task")) > 1, "the interrupt handler is armed")
+    stdout, stderr = interrupted(proc)
+    assert stderr == "dlsweep: interrupted\n" and stdout == "" and not out.exists()
+
+    # while XLA compiles: the size line is printed right before the folder is prepared and the
+    # chunk program compiled (seconds; a KeyboardInterrupt there used to end in SIGSEGV)
+    proc = start(args, tmp_path)
+    wait_until(proc, lambda: proc.stdout.readline().startswith(f"{out}: 20 trajectories"), "the size line")
+    time.sleep(0.3)
+    stdout, stderr = interrupted(proc)
+    assert stderr == RESUME_LINE and not store.finished_chunks(out)
+
+    # while chunks compute and are written
+    proc = start(args, tmp_path)
+    wait_until(proc, lambda: store.finished_chunks(out), "a finished chunk")
+    stdout, stderr = interrupted(proc)
+    assert stderr == RESUME_LINE
+
+    proc = start(args, tmp_path)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "complete" in stdout, stderr
+    runs, trajectories = long_reference
+    pd.testing.assert_frame_equal(store.load(out), runs, check_exact=True)
+    pd.testing.assert_frame_equal(store.load_trajectories(out), trajectories, check_exact=True)
+    assert not list(out.rglob(".*.tmp-*"))                  # the interrupted writers' temporaries are swept
+
+
+# ----------------------------------------------------------------------------- chunk sizes
+
+
+def test_chunk_sizes_13_and_64_give_bit_identical_datasets(tmp_path, write_spec, capsys):
+    """The same sweep cut into chunks of 13 (not a multiple of any vector width) and of 64: every
+    column of both tables equal bit for bit (tests/test_engine.py covers the other families, the
+    per-seed layout and several devices)."""
+    path = write_spec({"axes": {"depth": [1, 2, 3, 4], "sigma0": {"logspace": [-3, -1], "num": 30}, "lr": [5e-2]}})
+    folders = {}
+    for size in (13, 64):
+        folders[size] = tmp_path / f"c{size}"
+        code, out, err = run_main(capsys, "run", path, "--out", folders[size], "--chunk-size", size, "--no-progress")
+        assert code == 0, err
+    assert len(store.load(folders[13])) == 120
+    assert_same_dataset(folders[13], folders[64])

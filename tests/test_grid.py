@@ -31,19 +31,21 @@ def test_chunks_cover_every_run_once_with_little_padding(n, per_traj):
 
 
 @given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=3), chunk_size=st.integers(1, 500),
-       min_group=st.sampled_from([1, 7, 256]))
-def test_aligned_chunks_never_straddle_a_value_of_the_leading_axis(sizes, chunk_size, min_group):
-    """With the plan following the leading axis, every chunk holds one of its values, so the axis
-    can enter the program as a scalar; every run is covered once, in order."""
+       min_group=st.sampled_from([1, 7, 256]), smallest_batch=st.sampled_from([1, 8, 64]))
+def test_aligned_chunks_never_straddle_a_value_of_the_leading_axis(sizes, chunk_size, min_group, smallest_batch):
+    """The plan follows the leading axis when each of its values has at least MIN_ALIGNED_GROUP
+    runs and ALIGNED_BATCHES of the program's smallest batches; then every chunk holds one of its
+    values, so the axis can enter the program as a scalar; every run is covered once, in order."""
     axes = {name: np.arange(1, n + 1) for name, n in zip(["depth", "sigma0", "lr"], sizes)}
     flat = grid.build(axes)
     original, grid.MIN_ALIGNED_GROUP = grid.MIN_ALIGNED_GROUP, min_group
     try:
-        group = grid.aligned_group(axes)
+        group = grid.aligned_group(axes, smallest_batch)
     finally:
         grid.MIN_ALIGNED_GROUP = original
     per_value = flat.size // sizes[0]
-    assert group == (per_value if sizes[0] > 1 and per_value >= min_group else flat.size)
+    follows = sizes[0] > 1 and per_value >= max(min_group, grid.ALIGNED_BATCHES * smallest_batch)
+    assert group == (per_value if follows else flat.size)
     plan = grid.chunks(flat.size, chunk_size, group)
     assert np.concatenate([np.arange(c.start, c.stop) for c in plan]).tolist() == list(range(flat.size))
     assert [c.index for c in plan] == list(range(len(plan)))

@@ -77,8 +77,8 @@ def test_task_errors_name_the_key(task, key, message):
 
 
 @pytest.mark.parametrize("kind, options, message", [
-    ("pcs", {"x": "width"}, "-x 'width': expected an axis of the sweep"),
-    ("observables", {"x": "width"}, "-x 'width': expected an axis of the sweep"),
+    ("pcs", {"x": "width"}, "x='width': expected an axis of the sweep"),
+    ("observables", {"x": "width"}, "x='width': expected an axis of the sweep"),
     ("observables", {"y": "trace"}, "no recorded trace"),
 ])
 def test_figure_options_name_what_was_wrong(depth_one, kind, options, message):

@@ -1,6 +1,6 @@
 """The reproductions of the model families: Gissin et al. 2020, section 4 and its appendices
 (Figures 1a-d, 3-7) and the deep linear regression papers (Gidel et al. 2019, Hacohen &
-Weinshall): each --quick version end to end (run folders, figures, under a minute), and Gissin's
+Weinshall): each --quick version end to end (run folders, figures), and Gissin's
 claims on its numbers (the linear networks' claims: test_reproduce_linear.py). The
 `quick_reproduction` fixture (conftest.py) runs each once."""
 
@@ -14,7 +14,6 @@ from dlsweep import api, reproduce
 MODEL_NAMES = ("gissin-fig1a", "gissin-fig1b", "gissin-fig1c", "gissin-fig1d", "gissin-fig3",
                "gissin-fig4", "gissin-fig5", "gissin-fig6", "gissin-fig7", "gidel-fig1", "gidel-fig2",
                "hacohen-fig2", "hacohen-fig4", "hacohen-fig10")
-QUICK_LIMIT_S = 60
 
 
 def run_folders(result) -> list:
@@ -23,9 +22,8 @@ def run_folders(result) -> list:
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
-def test_quick_reproduction_runs_and_draws_its_figures_in_under_a_minute(quick_reproduction, name):
-    result, seconds = quick_reproduction(name)
-    assert seconds < QUICK_LIMIT_S, f"{name} --quick took {seconds:.1f} s"
+def test_quick_reproduction_runs_and_draws_its_figures(quick_reproduction, name):
+    result = quick_reproduction(name)
     folders = run_folders(result)
     repro = reproduce.REPRODUCTIONS[name]
     kinds = [f["kind"] for f in repro.figures]
@@ -47,7 +45,7 @@ def first_step_at(traj, column: str, value: float) -> float:
 def test_fig1a_matrix_sensing_learns_the_largest_singular_value_first(quick_reproduction):
     """Figure 1a: the singular values of W reach half their targets 12, 6, 4 in that order, and the
     5th (W* has rank 4) stays below 0.1."""
-    result, _ = quick_reproduction("gissin-fig1a")
+    result = quick_reproduction("gissin-fig1a")
     traj = api.load_trajectories(result.folder)
     times = [first_step_at(traj, f"sigma_{i}", target / 2) for i, target in enumerate([12.0, 6.0, 4.0])]
     assert times[0] < times[1] < times[2] < np.inf
@@ -58,7 +56,7 @@ def test_fig6_deeper_diagonal_classifiers_correlate_better_with_the_sparse_label
     """Figure 6, left: at depth 1 the correlation with w* is close to the max-margin SVM's (within
     0.1; both maximize an l2 margin), at depth >= 2 it is higher, and above 0.95 at the smallest
     sigma0."""
-    result, _ = quick_reproduction("gissin-fig6")
+    result = quick_reproduction("gissin-fig6")
     runs = api.load(result.folder)
     mean = runs.groupby(["depth", "sigma0"]).correlation.mean()
     svm = runs.groupby("seed").svm_correlation.first().mean()
@@ -71,7 +69,7 @@ def test_fig6_deeper_diagonal_classifiers_correlate_better_with_the_sparse_label
 
 def test_fig7_deeper_convolutional_classifiers_correlate_better_than_depth_one(quick_reproduction):
     """Figure 7, left: depth 1 is close to the SVM (within 0.1); depths 2 and 3 correlate higher."""
-    result, _ = quick_reproduction("gissin-fig7")
+    result = quick_reproduction("gissin-fig7")
     runs = api.load(result.folder)
     mean = runs.groupby("depth").correlation.mean()
     assert abs(mean.loc[1] - runs.groupby("seed").svm_correlation.first().mean()) < 0.1
@@ -86,7 +84,7 @@ def test_fig3_the_deep_model_picks_the_features_omp_picks_first(quick_reproducti
     readers (plain pandas)."""
     import pandas as pd
 
-    result, _ = quick_reproduction("gissin-fig3")
+    result = quick_reproduction("gissin-fig3")
     runs = pd.read_parquet(result.folder / "runs")
     mean = runs.groupby("sparsity").omp_agreement.mean()
     assert (mean.loc[[1, 2, 3]] >= 0.95).all(), mean
@@ -99,7 +97,7 @@ def test_fig3_the_deep_model_picks_the_features_omp_picks_first(quick_reproducti
 def test_fig4_depth_one_grows_a_fifth_singular_value_that_depth_four_does_not(quick_reproduction):
     """Figure 4: with too few measurements (300 < d^2 = 400) depth 1 grows a 5th singular value
     that W* lacks (recovery fails), depth 4 keeps it near 0 (rank 4)."""
-    result, _ = quick_reproduction("gissin-fig4")
+    result = quick_reproduction("gissin-fig4")
     folder = result.folder / "few-measurements"
     traj, runs = api.load_trajectories(folder), api.load(folder)
     peak = traj.merge(runs[["run_id", "depth"]]).groupby("depth").sigma_4.max()

@@ -9,14 +9,16 @@ per value of the axis (engine.chunk_task, engine.draw_task).
     chunk holds the data: a one-seed grid [s] (seed a constant of the chunk: the data drawn once,
     unbatched), the same seed inside a multi-seed grid whose chunks are whole seed cycles (the
     data drawn once per seed, `engine.rows_map`), and a chunk size that cuts the cycles (the data
-    drawn per trajectory) give identical hits and values equal to ~1e-6 relative (float32: the
-    programs may order a few roundings differently; see `assert_same_values`).
+    drawn per trajectory) give identical hits and values equal to VALUES_RTOL of their scale
+    (float32: the programs may order a few roundings differently; see `assert_same_values`).
 (3) Matrix sensing with measurements gives different singular-value trajectories per seed.
 
 Small float32 sweeps, each run once per module.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -26,16 +28,31 @@ from gissin_reference import Result
 
 ROOT_SEED = 5
 SEEDS = [0, 1, 2]
-VALUES_RTOL = 1e-6      # float32 (eps 1.2e-7): the same arithmetic up to the order of a few roundings
+STEPS = 200
+# Two float32 programs that order a few roundings differently start ~1 ulp (eps = 1.2e-7) of the
+# trajectory's scale apart, and each GD step can add as much again: at most STEPS eps = 2.4e-5 of
+# the scale (measured up to 3.3e-7).
+VALUES_RTOL = STEPS * float(np.finfo(np.float32).eps)
+# One float32 evaluation of the step-0 loss or sigma against float64: a sum of n products or
+# squares is within n u of its value (u = 2^-24; n <= 20 here, the length-5 dot products squared
+# and averaged over 12 examples), so 20 u = 1.2e-6 (measured up to 1.6e-7).
+STEP0_RTOL = 20 * 2.0**-24
 
 
-def resolve(name, model, task, axes, steps=200):
+def resolve(name, model, task, axes, steps=STEPS):
+    """The sweep of these axes. A spec refuses an axis value given twice, so a repeated value (a
+    repeated run, below) is put back into the resolved sweep's axes: the engine must still give
+    both runs the same result."""
+    unique = {axis: list(dict.fromkeys(values)) for axis, values in axes.items()}
     raw = {"name": name, "model": model, "steps": steps, "dtype": "float32", "seed": ROOT_SEED, "task": task,
-           "axes": axes, "record": {"points": 15}, "stop": {"rel_loss": 0.0}}
-    return spec.resolve(raw)
+           "axes": unique, "record": {"points": 15}, "stop": {"rel_loss": 0.0}}
+    sweep = spec.resolve(raw)
+    repeated = {axis: np.asarray(values, sweep.axes[axis].dtype) for axis, values in axes.items() if values != unique[axis]}
+    return dataclasses.replace(sweep, axes={axis: repeated.get(axis, values) for axis, values in sweep.axes.items()})
 
 
-# A: the signed diagonal network with a dataset per seed; sigma0 0.05 is listed twice, so every
+# A: the signed diagonal network with a dataset per seed; sigma0 0.05 is listed twice (put back
+# after validation, which refuses it in a spec), so every
 # (depth, seed) has a repeated run (same hyperparameters, another run_id). Its init is
 # deterministic (w+-(0) = sigma0^(1/N)), so the repeated runs must agree.
 DIAGONAL_TASK = {"w_star": [2.0, -1.0, 0.5], "d": 5, "examples": 12, "loss": "squared"}
@@ -131,8 +148,8 @@ def test_draw_task_gives_fresh_data_per_seed(results):
 def test_same_seed_same_data_whatever_depth_and_sigma0(results):
     """Every trajectory of the diagonal sweep (N in {1, 2}, sigma0 in {0.05, 0.05, 0.01}, seeds
     0, 1, 2) starts at sigma = 0, so its step-0 loss is 1/(2N^2) mean_j y_j^2, y_j = <w*, x_j>,
-    over the data it sees. Expected: that value computed from draw_task(seed) for the run's own seed, to 1e-6
-    relative (float32), for every run whatever its depth and sigma0; the three seeds' values
+    over the data it sees. Expected: that value computed from draw_task(seed) for the run's own
+    seed, to STEP0_RTOL (one float32 evaluation), for every run whatever its depth and sigma0; the three seeds' values
     differ by > 1% (so a trajectory seeing another seed's data would be caught)."""
     result = results("diagonal")
     w_star = np.array(DIAGONAL_TASK["w_star"] + [0.0] * (DIAGONAL_TASK["d"] - len(DIAGONAL_TASK["w_star"])))
@@ -140,13 +157,13 @@ def test_same_seed_same_data_whatever_depth_and_sigma0(results):
     assert min(abs(mean_y2[a] / mean_y2[b] - 1) for a in SEEDS for b in SEEDS if a != b) > 1e-2
     loss0 = result.values()[:, 0, 0]
     expected = np.array([mean_y2[run.seed] / (2.0 * run.depth**2) for run in result.runs.itertuples()])
-    np.testing.assert_allclose(loss0, expected, rtol=VALUES_RTOL)
+    np.testing.assert_allclose(loss0, expected, rtol=STEP0_RTOL)
 
 
 def test_repeated_run_same_result_other_seed_different(results):
     """The diagonal sweep lists sigma0 = 0.05 twice: each (depth, seed) has two runs with the same
     hyperparameters and different run_ids. Expected: they have identical hits and loss / sigma
-    equal to 1e-6 (normwise, `assert_same_values`) at every recorded step (same data,
+    equal to VALUES_RTOL (normwise, `assert_same_values`) at every recorded step (same data,
     deterministic init); runs that differ only in seed differ by > 1% somewhere (different data
     -> different results)."""
     result = results("diagonal")
@@ -192,7 +209,8 @@ def test_one_seed_grid_equals_multi_seed_grid(results, multi_name, single_name, 
     drawn once for the chunk) against seed s inside the grid with seeds [0, 1, 2] (the data drawn
     per trajectory under vmap), for the diagonal network (12 examples) and for matrix sensing
     (6 measurements); both inits are deterministic, so run_ids do not matter. Expected: identical
-    hits, and loss / sigma equal to 1e-6 (normwise, `assert_same_values`) at every recorded step."""
+    hits, and loss / sigma equal to VALUES_RTOL (normwise, `assert_same_values`) at every recorded
+    step."""
     multi, single = results(multi_name), results(single_name)
     rows = aligned(multi, single, seed)
     assert single.sweep.axes["seed"].tolist() == [seed]
@@ -212,14 +230,13 @@ def test_chunk_size_does_not_change_results(results, whole, cut, chunks):
     """The quadratic network (random init from fold_in(key(root seed), run_id), 20 examples per
     seed, seeds 0, 1, 2, sigma0 in {0.01, 0.1}) and the diagonal network (12 examples per seed),
     each with the default chunk size (one chunk of whole seed cycles: the data drawn once per
-    seed) and a chunk size that cuts the cycles (2 or 4: the data drawn per trajectory). Expected:
-    the same runs (run_id and hyperparameters), identical hits, loss / sigma equal to 1e-6
+    seed) and a chunk size that cuts the cycles (2 or 4: the same layout, with filler rows). Expected:
+    the same runs (run_id and hyperparameters), identical hits, loss / sigma equal to VALUES_RTOL
     (normwise, `assert_same_values`) at every recorded step."""
     large, small = results(whole), results(cut)
     assert (large.chunks, small.chunks) == chunks
     axes = large.sweep.axes
-    assert engine.seed_period(large.program.model, axes, len(large.runs)) == len(SEEDS)     # one chunk
-    assert engine.seed_period(small.program.model, axes, SWEEPS[cut][3]) is None
+    assert engine.seed_slots(large.program.model, axes) == tuple(SEEDS)      # the layout, whatever the chunk size
     names = ["run_id", *axes]
     np.testing.assert_array_equal(large.runs[names].to_numpy(), small.runs[names].to_numpy())
     assert (large.hits() > 0).any()
@@ -237,14 +254,15 @@ def test_chunk_size_does_not_change_results(results, whole, cut, chunks):
 def test_matrix_sensing_seeds_give_different_singular_values(results):
     """Matrix sensing, identity init W_n(0) = sigma0^(1/N) I, 6 Gaussian measurements per seed,
     N in {1, 2}, seeds 0, 1, 2. Expected: at step 0 every seed has sigma_i = sigma0 (the init
-    does not depend on the seed, to 1e-6); the measurements of the seeds differ; the step-0
+    does not depend on the seed, to STEP0_RTOL); the measurements of the seeds differ; the step-0
     loss is 1/(2N) (1/m) sum_j <A_j, W(0) - W*>^2 with the run's own seed's A_j from draw_task
-    (1e-5 relative); afterwards the singular-value trajectories of any two seeds differ by > 1%
+    (1e-5 relative: a float32 quadratic form over d^2 = 9 entries, within (d^2 + d^2) u = 1.1e-6;
+    measured 9e-8); afterwards the singular-value trajectories of any two seeds differ by > 1%
     relative at some recorded step, for each depth."""
     result = results("sensing")
     runs, values = result.runs, result.values()
     d = SENSING_TASK["d"]
-    np.testing.assert_allclose(values[:, 0, 1:], np.float32(0.01), rtol=VALUES_RTOL)
+    np.testing.assert_allclose(values[:, 0, 1:], np.float32(0.01), rtol=STEP0_RTOL)
     drawn = {s: result.data(s) for s in SEEDS}
     (name,) = [n for n in drawn[0] if n not in result.task]
     assert all(not np.allclose(drawn[a][name], drawn[b][name]) for a, b in [(0, 1), (0, 2), (1, 2)])

@@ -1,9 +1,12 @@
-"""Sweep specs: every error names the file, the key and what was expected; `--set` overrides;
-the resolved spec round-trips through TOML with the same hash."""
+"""Sweep specs: every error names the file, the key and what was expected (in Python's words:
+`overrides=[...]`); overrides; duplicate axis values and a blank name are errors; a seed axis
+over a model without randomness warns; the resolved spec round-trips through TOML with the same
+hash."""
 
 from __future__ import annotations
 
 import tomllib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import SMALL, merged, toml_text
-from dlsweep import models, spec
+from dlsweep import api, models, spec
 from dlsweep.spec import SpecError
+from dlsweep.warning import DlsweepWarning
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "sweeps" / "toy-threshold.toml"
@@ -35,6 +39,8 @@ ERRORS = {
     "seed negative": ({"seed": -1}, (), "seed", "integer >= 0"),
     "name not a string": ({"name": 3}, (), "name", "folder name"),
     "name with slash": ({"name": "a/b"}, (), "name", "folder name"),
+    "name empty": ({"name": ""}, (), "name", "non-blank folder name"),
+    "name blank": ({"name": "  \t "}, (), "name", "non-blank folder name"),
     "axes not a table": ({"axes": [1, 2]}, (), "axes", "table"),
     "task not a table": ({"task": 3.0}, (), "task", "table"),
     "record not a table": ({"record": "log"}, (), "record", "table"),
@@ -63,6 +69,13 @@ ERRORS = {
     "lr zero": ({"axes": {"lr": [0.0]}}, (), "axes.lr", "lr > 0"),
     "lr negative": ({"axes": {"lr": [1e-3, -1e-3]}}, (), "axes.lr", "lr > 0"),
     "seed axis negative": ({"axes": {"seed": [0, -1]}}, (), "axes.seed", "integers >= 0"),
+    # an axis value twice would run the same trajectories twice
+    "sigma0 duplicate": ({"axes": {"sigma0": [0.1, 0.1]}}, (), "axes.sigma0", "duplicate value 0.1 (of [0.1, 0.1])"),
+    "depth duplicate": ({"axes": {"depth": [1, 2, 2]}}, (), "axes.depth", "duplicate value 2"),
+    "seed duplicate": ({"axes": {"seed": [3, 3]}}, (), "axes.seed", "duplicate value 3"),
+    "lr range duplicate": ({"axes": {"lr": {"logspace": [-2, -2], "num": 2}}}, (), "axes.lr", "duplicate value 0.01"),
+    "sigma0 equal in float32": ({"axes": {"sigma0": [0.1, 0.1 + 1e-12]}}, (), "axes.sigma0",
+                                f"values 0.1 and {0.1 + 1e-12!r} are equal in float32"),
     # record
     "level zero": ({"record": {"levels": [0.0, 0.5]}}, (), "record.levels", "(0, 1]"),
     "level above one": ({"record": {"levels": [0.5, 1.5]}}, (), "record.levels", "(0, 1]"),
@@ -111,7 +124,13 @@ def test_spec_error_names_file_key_and_expectation(write_spec, case):
     assert message.startswith(f"{path}: "), message
     assert f"key '{key}'" in message, message
     assert expected in message, message
-    assert "--set" not in message, message
+    assert "overrides" not in message, message
+
+
+def test_values_equal_only_in_float32_are_distinct_in_float64():
+    """0.1 and 0.1 + 1e-12 round to the same float32 (spacing ~7e-9 there) but not float64."""
+    sweep = spec.resolve(merged(SMALL, {"dtype": "float64", "axes": {"sigma0": [0.1, 0.1 + 1e-12]}}))
+    assert sweep.axes["sigma0"].tolist() == [0.1, 0.1 + 1e-12]
 
 
 def test_spec_error_from_resolve_names_its_source():
@@ -251,7 +270,7 @@ def override_error(path, override: str) -> str:
 def test_errors_in_overridden_keys_say_so(write_spec, override, key, expected):
     path = write_spec()
     message = override_error(path, override)
-    assert message.startswith(f"{path}: key '{key}' (from --set): "), message
+    assert message.startswith(f"{path}: key '{key}' (from overrides=[{override!r}]): "), message
     assert expected in message, message
 
 
@@ -259,7 +278,7 @@ def test_error_in_a_key_not_overridden_is_not_blamed_on_set(write_spec):
     path = write_spec({"axes": {"lr": [0.0]}})
     with pytest.raises(SpecError) as info:
         spec.load(path, ["steps=50"])
-    assert "key 'axes.lr': " in str(info.value) and "--set" not in str(info.value)
+    assert "key 'axes.lr': " in str(info.value) and "overrides" not in str(info.value)
 
 
 @pytest.mark.parametrize("override, expected", [
@@ -271,13 +290,60 @@ def test_error_in_a_key_not_overridden_is_not_blamed_on_set(write_spec):
 def test_malformed_overrides(write_spec, override, expected):
     path = write_spec()
     message = override_error(path, override)
-    assert message.startswith(f"{path}: --set "), message
+    assert message.startswith(f"{path}: overrides=[{override!r}]: "), message
     assert expected in message, message
 
 
 def test_error_caused_by_overriding_a_sub_key_says_so(write_spec):
-    with pytest.raises(SpecError, match=r"\(from --set\)"):
+    with pytest.raises(SpecError, match=r"\(from overrides=\['axes.sigma0.logspace=\[-45, -40\]'\]\)"):
         spec.load(write_spec(), ["axes.sigma0.logspace=[-45, -40]"])
+
+
+@pytest.mark.parametrize("counts, message", [
+    ({"chunk_size": 0}, "chunk_size=0: expected an integer >= 1"),
+    ({"chunk_size": 4, "max_chunks": 2.5}, "max_chunks=2.5: expected an integer >= 1"),
+])
+def test_check_counts_names_the_parameter(counts, message):
+    with pytest.raises(SpecError, match=rf"^{message}$"):
+        spec.check_counts(counts)
+    spec.check_counts({"chunk_size": None, "max_chunks": 1})
+
+
+# ----------------------------------------------------------------------------- a seed axis without randomness
+
+SWEEPS = ROOT / "sweeps"
+
+
+@pytest.mark.parametrize("bundled, overrides, identical", [
+    ("toy-threshold", [], True),                                             # no data, w(0) = sigma0^(1/N)
+    ("matrix-sensing", ["task.init=identity", "task.measurements=0"], True),  # population loss, W(0) = a I
+    ("matrix-sensing", ["task.init=identity"], False),                       # measurements drawn per seed
+    ("matrix-sensing", ["task.measurements=0"], False),                      # Gaussian init from the run's key
+    ("gissin-fig1b", ["task.examples=0", "task.bias=false"], False),         # Haar-random init
+    ("linear-net-phase", [], True),                                          # population data, aligned init
+    ("linear-net-phase", ["task.init=gaussian"], False),
+    ("hacohen-fig2", ["task.init=aligned"], True),                           # the same digits for every seed
+    ("hacohen-fig2", ["task.init=aligned", "task.shuffle=true"], False),     # labels shuffled per seed
+])
+def test_seed_axis_over_a_model_without_randomness_warns(bundled, overrides, identical):
+    sweep = spec.load(SWEEPS / f"{bundled}.toml", [*overrides, "axes.seed=[0, 1, 2]"])
+    program, _, task = api.compile_inputs(sweep)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        spec.warn_if_seeds_identical(sweep, program.model, task)
+    assert [w.category for w in caught] == ([DlsweepWarning] if identical else [])
+    if identical:
+        message = str(caught[0].message)
+        assert message.startswith(f"{sweep.source}: key 'axes.seed': 3 values"), message
+        assert "identical copies" in message and "drop the seed axis" in message, message
+
+
+def test_one_seed_never_warns():
+    sweep = spec.resolve(merged(SMALL, {"axes": {"seed": [4]}}))
+    program, _, task = api.compile_inputs(sweep)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        spec.warn_if_seeds_identical(sweep, program.model, task)
 
 
 # ----------------------------------------------------------------------------- hash and round trip
@@ -336,11 +402,19 @@ def test_every_bundled_sweep_round_trips_through_toml(tmp_path):
     assert families == set(models.FAMILIES)
 
 
+def _distinct_in_float32(table: dict) -> bool:
+    """Whether a {logspace | linspace = [a, b], num = n} axis has n values distinct in float32
+    (a valid axis has no two equal values in either dtype)."""
+    kind = "logspace" if "logspace" in table else "linspace"
+    values = getattr(np, kind)(*table[kind], table["num"]).astype(np.float32)
+    return len(np.unique(values)) == len(values)
+
+
 raw_specs = st.fixed_dictionaries(
     {
         "name": st.text(st.characters(codec="utf-8", max_codepoint=0xFFFF, exclude_characters="/\x00",
                                       exclude_categories=("Cs",)), min_size=1, max_size=12)
-                  .filter(lambda s: not s.startswith(".") and s.isprintable()),
+                  .filter(lambda s: not s.startswith(".") and s.isprintable() and s.strip()),
         "model": st.just("toy"),
         "steps": st.integers(1, 10**7),
         "dtype": st.sampled_from(["float32", "float64"]),
@@ -348,17 +422,18 @@ raw_specs = st.fixed_dictionaries(
         "task": st.fixed_dictionaries({"sigma_star": st.lists(st.floats(1e-3, 1e3), min_size=1, max_size=4)}),
         "axes": st.fixed_dictionaries(
             {
-                "depth": st.lists(st.integers(1, 8), min_size=1, max_size=4),
+                "depth": st.lists(st.integers(1, 8), min_size=1, max_size=4, unique=True),
                 "sigma0": st.one_of(
-                    st.lists(st.floats(1e-30, 10.0), min_size=1, max_size=4),
+                    st.lists(st.floats(1e-30, 10.0), min_size=1, max_size=4, unique_by=np.float32),
                     st.builds(lambda a, b, n: {"logspace": [a, b], "num": n},
-                              st.floats(-30, 1), st.floats(-30, 1), st.integers(1, 6)),
+                              st.floats(-30, 1), st.floats(-30, 1), st.integers(1, 6)).filter(_distinct_in_float32),
                     st.builds(lambda a, b, n: {"linspace": [a, b], "num": n},
-                              st.floats(1e-3, 1), st.floats(1e-3, 1), st.integers(1, 6)),
+                              st.floats(1e-3, 1), st.floats(1e-3, 1), st.integers(1, 6)).filter(_distinct_in_float32),
                 ),
-                "lr": st.one_of(st.floats(1e-9, 1.0), st.lists(st.floats(1e-9, 1.0), min_size=1, max_size=3)),
+                "lr": st.one_of(st.floats(1e-9, 1.0),
+                                st.lists(st.floats(1e-9, 1.0), min_size=1, max_size=3, unique_by=np.float32)),
             },
-            optional={"seed": st.lists(st.integers(0, 1000), min_size=1, max_size=3)},
+            optional={"seed": st.lists(st.integers(0, 1000), min_size=1, max_size=3, unique=True)},
         ),
         "record": st.fixed_dictionaries(
             {},

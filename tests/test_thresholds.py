@@ -16,7 +16,7 @@ gf_exact, so its error is proportional to lr: at sigma*_max = 1 and lr = 1e-3 th
 Cost (measured, 2 shared cores): with sigma*_max = 1 the slowest cell of the issue's grid, N = 6
 at r = 1.25 (threshold 2.86e-3, just below the grid point 3.16e-3, so the point read is 1e-3), needs
 GF time ~154, i.e. 1.8e5 steps at lr = 1e-3 (N = 8 needs ~104 at every r); the whole N = 2..8 x
-r in {1.25, 2, 4, 10} grid (28 cells, 168 trajectories) runs and bisects in ~10 s for lr = 1e-3 and
+r in {1.25, 2, 4, 10} grid (28 cells, 168 trajectories) runs and is refined in seconds for lr = 1e-3 and
 4e-3 together, so all of it is in the CI test. The slow test adds r = 1.5, 3, 6, lr = 5e-4 and 2.5e-4 and a
 second (s, f).
 """
@@ -36,7 +36,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import reference as ref
-from dlsweep import api, cli, spec, store
+from dlsweep import api, cli, models, spec, store
 from dlsweep.analysis import incremental, theory
 from dlsweep.analysis.incremental import ThresholdError
 
@@ -52,17 +52,22 @@ RTOL = 1e-6                                      # bisection width: far below th
 # ----------------------------------------------------------------------------- helpers
 
 
-def toy_run(folder, *, sigma_star, depth, sigma0, lr, steps, levels=LEVELS, name="thresholds"):
-    """Run a float64 toy sweep into `folder` (levels recorded, two record points)."""
+def float64_run(folder, model, task, *, depth, sigma0, lr, steps, levels=LEVELS, points=2, name="thresholds",
+                **run_options):
+    """Run a float64 sweep of `model` into `folder` (levels recorded, `points` record points)."""
     sweep = spec.resolve({
-        "name": name, "model": "toy", "steps": int(steps), "dtype": "float64",
-        "task": {"sigma_star": [float(v) for v in sigma_star]},
+        "name": name, "model": model, "steps": int(steps), "dtype": "float64", "task": task,
         "axes": {"depth": [int(n) for n in depth], "sigma0": [float(v) for v in sigma0],
                  "lr": [float(v) for v in lr]},
-        "record": {"points": 2, "levels": list(levels)},
+        "record": {"points": points, "levels": list(levels)},
     })
-    api.run(sweep, out=folder, progress_bar=False)
+    api.run(sweep, out=folder, progress_bar=False, **run_options)
     return folder
+
+
+def toy_run(folder, *, sigma_star, **kwargs):
+    """Run a float64 toy sweep into `folder` (see float64_run)."""
+    return float64_run(folder, "toy", {"sigma_star": [float(v) for v in sigma_star]}, **kwargs)
 
 
 def gf(si, sj, depth, s=S, f=F):
@@ -149,20 +154,22 @@ def test_bisection_converges_to_the_gradient_flow_threshold(gd_thresholds):
 
 
 def test_grid_and_bisection_agree(gd_thresholds):
-    """Issue check 2: the bisection threshold lies inside the grid's bracket wherever the grid is
-    monotone, and so does the grid's interpolated sigma0_th."""
+    """Issue check 2: the refined threshold is at least the grid's bracket_lo, and lies inside the
+    grid's bracket wherever every sigma0 evaluated (grid and sub-grid) is monotone, as does the grid's
+    interpolated sigma0_th. `monotone` counts the sub-grid points too, so a cell non-monotone on the
+    grid stays so; the counts of the run's trajectories carry over."""
     for grid, table in gd_thresholds.values():
         assert (grid.method == "grid").all() and (grid.status == "ok").all()
         merged = grid.merge(table, on=["depth", "lr", "i", "j"], suffixes=("_grid", ""))
         assert len(merged) == len(table)
-        monotone = merged[merged.monotone_grid]
+        assert (merged.bracket_lo_grid <= merged.sigma0_th).all()
+        monotone = merged[merged.monotone]
         assert len(monotone) > 0
-        assert (monotone.bracket_lo_grid <= monotone.sigma0_th).all()
         assert (monotone.sigma0_th <= monotone.bracket_hi_grid).all()
         assert (monotone.bracket_lo_grid <= monotone.sigma0_th_grid).all()
         assert (monotone.sigma0_th_grid <= monotone.bracket_hi_grid).all()
-        # the grid counts carry over to the bisection table
-        for column in ("n_incremental", "n_not_incremental", "n_undecided", "n_diverged", "monotone"):
+        assert not (merged.monotone & ~merged.monotone_grid).any()
+        for column in ("n_incremental", "n_not_incremental", "n_undecided", "n_diverged"):
             assert (merged[f"{column}_grid"] == merged[column]).all()
 
 
@@ -266,16 +273,17 @@ def short_and_long(tmp_path_factory):
         folder = toy_run(tmp_path_factory.mktemp(name) / "run", sigma_star=sigma_star, depth=[2], sigma0=sigma0,
                          lr=lrs, steps=steps)
         out[name] = (api.thresholds(folder, method="grid").set_index("lr"),
-                     api.thresholds(folder, method="bisect", rtol=1e-5).set_index("lr"))
+                     api.thresholds(folder, method="bisect", rtol=1e-5).set_index("lr"), folder)
     return out
 
 
 def test_undecided_rows_never_move_a_threshold(short_and_long):
     """Issue check 3: rows too slow to decide are counted, not read as non-incremental; the short
-    run gives exactly the long run's bracket, threshold and bisection."""
+    run gives exactly the long run's bracket, threshold and bisection. They lie below the bracket,
+    so they cast no doubt on the threshold (reason "")."""
     for method in (0, 1):
         long, short = short_and_long["long"][method].loc[1e-2], short_and_long["short"][method].loc[1e-2]
-        assert long.status == short.status == "ok"
+        assert long.status == short.status == "ok" and long.reason == short.reason == ""
         assert long.n_undecided == 0 and short.n_undecided > 0
         assert short.n_incremental + short.n_undecided == long.n_incremental
         assert short.n_not_incremental == long.n_not_incremental
@@ -287,12 +295,13 @@ def test_undecided_rows_never_move_a_threshold(short_and_long):
 
 def test_a_cell_with_nothing_decided_has_no_threshold(short_and_long):
     """Issue check 3: a cell where every row is undecided (lr = 1e-7) or diverged (lr = 5) has
-    status "undecided" and NaN threshold and bracket, for both methods."""
+    status "undecided", a reason saying which, and NaN threshold and bracket, for both methods."""
     for run in short_and_long.values():
-        for table in run:
-            for lr, counts in ((1e-7, (21, 0)), (5.0, (0, 21))):
+        for table in run[:2]:
+            for lr, counts, reason in ((1e-7, (21, 0), incremental.NEVER_REACHED),
+                                       (5.0, (0, 21), incremental.ALL_DIVERGED)):
                 row = table.loc[lr]
-                assert row.status == "undecided"
+                assert row.status == "undecided" and row.reason == reason
                 assert (row.n_undecided, row.n_diverged) == counts
                 assert row.n_incremental == row.n_not_incremental == 0
                 for column in ("sigma0_th", "bracket_lo", "bracket_hi", "rel_error"):
@@ -327,20 +336,29 @@ def test_grid_threshold_is_the_largest_incremental_sigma0(decided, extra):
     assert (result.n_incremental, result.n_not_incremental) == (flags.sum(), (~flags).sum())
     if not decided:
         assert result.status == "undecided"
+        assert result.reason == {(True, False): incremental.NEVER_REACHED, (False, True): incremental.ALL_DIVERGED,
+                                 (True, True): incremental.DIVERGED_OR_NEVER_REACHED}[
+                                     result.n_undecided > 0, result.n_diverged > 0]
         assert math.isnan(result.sigma0_th) and math.isnan(result.bracket_lo) and math.isnan(result.bracket_hi)
         return
     incremental_above_not = any(flags[k] and not flags[m] for m in range(len(flags)) for k in range(m + 1, len(flags)))
     assert result.monotone == (not incremental_above_not)
     if not flags.any():
         assert (result.status, result.bracket_lo, result.bracket_hi) == ("below grid", 0.0, sigma0[0])
+        unknown_below = any(x < sigma0[0] for x in frame[frame.margin.isna()].sigma0)
         assert math.isnan(result.sigma0_th)
+        assert result.reason == (incremental.NONE_INCREMENTAL_UNDECIDED_BELOW if unknown_below
+                                 else incremental.NONE_INCREMENTAL)
         return
     last = int(np.nonzero(flags)[0][-1])
     assert result.bracket_lo == sigma0[last]
     if last == len(flags) - 1:
         assert (result.status, result.bracket_hi) == ("above grid", math.inf) and math.isnan(result.sigma0_th)
+        assert result.reason == incremental.ALL_INCREMENTAL
     else:
         assert result.status == "ok" and result.bracket_hi == sigma0[last + 1]
+        unknown_above = any(x > sigma0[last] for x in frame[frame.margin.isna()].sigma0)
+        assert result.reason == (incremental.MAY_BE_HIGHER if unknown_above else "")
         # integer margins +5 and -3 steps: the margin crosses 1/2 (between incremental, >= 1, and
         # not, <= 0) 4.5/8 of the way in ln sigma0
         expected = math.exp(math.log(sigma0[last]) + 4.5 / 8 * math.log(sigma0[last + 1] / sigma0[last]))
@@ -445,11 +463,11 @@ def test_bisection_finds_the_gd_threshold_of_theory(theory_example):
 # ----------------------------------------------------------------------------- 6. theory columns
 
 
-THEORY_43 = {   # c = eta s*_1: (lower (derived), upper) from THEORY 4.3; None where NaN
-    0.01: (9.27608e-4, 8.97874e-3),
-    0.1: (2.77861e-4, 1.82958e-2),
-    0.5: (None, 1.52673e-1),
-    1.0: (None, None),
+THEORY_43 = {   # c = eta s*_1: (lower (derived), lower (printed), upper) from THEORY 4.3; None where NaN
+    0.01: (9.27608e-4, 1.87839e-3, 8.97874e-3),
+    0.1: (2.77861e-4, 6.50168e-4, 1.82958e-2),
+    0.5: (None, None, 1.52673e-1),
+    1.0: (None, None, None),
 }
 
 
@@ -461,18 +479,19 @@ def theorem3_table(tmp_path_factory):
 
 
 def test_theorem3_columns(theorem3_table):
-    """Issue check 6: Theorem 3 at N = 2 (THEORY 4.3), with a reason where its conditions fail; NaN
-    with the reason "Theorem 3 is for gradient descent at N = 2" at N = 3."""
+    """Issue check 6: Theorem 3 at N = 2 (THEORY 4.3): the lower bound of its proof's chain, the
+    lower bound it states, and the upper bound, with a reason where its conditions fail; NaN with
+    the reason "Theorem 3 is for gradient descent at N = 2" at N = 3. THEORY's 6 digits: rel 1e-5."""
     _, table = theorem3_table
     assert len(table) == 8
+    columns = ("thm3_chain_lower", "thm3_stated_lower", "thm3_upper")
     for row in table.itertuples():
         c = round(row.lr * 12, 6)
         if row.depth == 3:
-            assert math.isnan(row.thm3_lower) and math.isnan(row.thm3_upper)
+            assert all(math.isnan(getattr(row, column)) for column in columns)
             assert row.thm3_reason == "Theorem 3 is for gradient descent at N = 2"
             continue
-        lower, upper = THEORY_43[c]
-        for value, expected in ((row.thm3_lower, lower), (row.thm3_upper, upper)):
+        for value, expected in zip((getattr(row, column) for column in columns), THEORY_43[c]):
             if expected is None:
                 assert math.isnan(value), (c, row)
             else:
@@ -525,16 +544,16 @@ def small_runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(s=0.25), "--s 0.25: Definition 1 needs s in (0, 0.25)"),
-    (dict(s=0.0), "--s 0: Definition 1 needs s in (0, 0.25)"),
-    (dict(f=0.75), "--f 0.75: Definition 1 needs f in (0.75, 1)"),
-    (dict(f=1.0), "--f 1: Definition 1 needs f in (0.75, 1)"),
-    (dict(s=0.1), "--s 0.1: the run did not record this level"),
+    (dict(s=0.25), "s=0.25: Definition 1 needs s in (0, 0.25)"),
+    (dict(s=0.0), "s=0: Definition 1 needs s in (0, 0.25)"),
+    (dict(f=0.75), "f=0.75: Definition 1 needs f in (0.75, 1)"),
+    (dict(f=1.0), "f=1: Definition 1 needs f in (0.75, 1)"),
+    (dict(s=0.1), "s=0.1: the run did not record this level"),
     (dict(pairs=[(1, 0)]), "pair 1-0: needs sigma*_1 > sigma*_0"),
     (dict(pairs=[(0, 2)]), "pair 0-2: the task has values 0..1"),
-    (dict(pairs="neighbours"), "--pairs 'neighbours'"),
-    (dict(method="bad"), "--method 'bad'"),
-    (dict(rtol=0.0), "--rtol"),
+    (dict(pairs="neighbours"), "pairs='neighbours'"),
+    (dict(method="bad"), "method='bad'"),
+    (dict(rtol=0.0), "rtol=0.0"),
 ])
 def test_bad_input_raises_threshold_error(small_runs, kwargs, message):
     folder, _ = small_runs
@@ -545,7 +564,7 @@ def test_bad_input_raises_threshold_error(small_runs, kwargs, message):
 
 def test_run_without_the_levels_is_refused(small_runs):
     _, folder = small_runs
-    with pytest.raises(ThresholdError, match=r"--s 0.05: the run did not record this level; its levels are 0.5"):
+    with pytest.raises(ThresholdError, match=r"s=0.05: the run did not record this level; its levels are 0.5"):
         api.thresholds(folder)
 
 
@@ -607,7 +626,8 @@ def test_cli_error_in_a_real_process_has_no_traceback(small_runs, run_cli):
 
 def test_cli_prints_the_table_and_writes_plain_parquet(theorem3_table, run_cli, tmp_path):
     """Issue check 8: `dlsweep thresholds DIR` prints i, j, r, depth, sigma0_th, gf_exact, thm2_*
-    (and thm3_* here) and writes DIR/thresholds.parquet, readable by plain pandas without dlsweep."""
+    (and thm3_* here), a summary line per pair, and writes DIR/thresholds.parquet, readable by plain
+    pandas without dlsweep."""
     folder, expected = theorem3_table
     target = folder / api.THRESHOLDS_FILE
     target.unlink()
@@ -616,13 +636,16 @@ def test_cli_prints_the_table_and_writes_plain_parquet(theorem3_table, run_cli, 
     lines = result.stdout.splitlines()
     header = lines[0].split()
     for column in ("i", "j", "r", "depth", "lr", "sigma0_th", "gf_exact", "rel_error", "thm2_lower", "thm2_upper",
-                   "thm2_upper_valid", "thm3_lower", "thm3_upper", "monotone", "n_undecided", "status"):
+                   "thm2_upper_valid", "thm3_chain_lower", "thm3_stated_lower", "thm3_upper", "monotone",
+                   "n_undecided", "status"):
         assert column in header, column
     assert header[:4] == ["i", "j", "r", "depth"]
     body = [line.split() for line in lines[1:1 + len(expected)]]
     printed = [float(cells[header.index("sigma0_th")]) for cells in body]
     np.testing.assert_allclose(printed, expected.sigma0_th, rtol=1e-3)
     assert lines[-1] == f"(s, f) = (0.1, 0.9), method grid; written to {folder}/{api.THRESHOLDS_FILE}"
+    assert "pair 0-1: a threshold in 8 of 8 cells" in lines
+    assert not any("partial" in line for line in lines)
     assert target.exists()
 
     code = ("import sys, pandas as pd; t = pd.read_parquet(sys.argv[1]); "
@@ -652,3 +675,194 @@ def test_figures_at_one_value_of_another_axis_draw_that_slice(tmp_path):
     assert path.name == "heatmap-sigma0-depth-lr0.004.png"
     picked = _thresholds_for(folder, S, F, None, {"lr": 4e-3})
     assert len(picked) == 2 and (picked.lr == 4e-3).all()
+
+
+# ----------------------------------------------------------------------------- 9. islands
+
+
+# THEORY 2.2 / 4.3 at large steps: sigma* = (12, 6), s = 0.1, f = 0.9, N = 2, eta = c / 12. Under GD
+# the incremental set has a non-incremental gap and an incremental island above it (a dense scan
+# in float64: c = 0.5 gap 3.678e-3 .. 4.37e-3, island up to 4.650e-3; c = 0.6 gap 3.226e-3 ..
+# 3.59e-3, island up to 4.263e-3). This grid, 3.5e-3 x 1.229^k, puts a grid point in each gap and
+# none in either island, so the island lies above the grid's bracket, in the bracket above it.
+ISLAND_LRS = [0.5 / 12, 0.6 / 12]
+ISLAND_GRID = 3.5e-3 * 1.229 ** np.arange(-2, 3)
+ISLAND_DENSE = np.geomspace(2e-3, 6e-3, 801)
+ISLAND_RTOL = 1e-6
+
+
+@pytest.fixture(scope="module")
+def islands(tmp_path_factory):
+    """The coarse grid's thresholds (grid and refined) and a dense scan's statuses, per lr."""
+    common = dict(sigma_star=[12.0, 6.0], depth=[2], lr=ISLAND_LRS, steps=200, levels=[0.1, 0.9])
+    coarse = toy_run(tmp_path_factory.mktemp("islands") / "coarse", sigma0=ISLAND_GRID, **common)
+    dense = toy_run(tmp_path_factory.mktemp("islands") / "dense", sigma0=ISLAND_DENSE, **common)
+    decided = incremental.decisions(store.load(dense), [(0, 1)], 0.1, 0.9)
+    return (api.thresholds(coarse, s=0.1, f=0.9, method="grid", write=False).set_index("lr"),
+            api.thresholds(coarse, s=0.1, f=0.9, method="bisect", rtol=ISLAND_RTOL, write=False).set_index("lr"),
+            decided)
+
+
+def test_refinement_finds_an_island_above_the_grid_bracket(islands):
+    """Issue 5: where an incremental island lies above the grid's bracket, the refinement's
+    threshold is the dense scan's largest incremental sigma0 D, not the boundary inside the bracket
+    (21% and 24% lower here, where a bisection of the bracket stops), and `monotone` counts the
+    refinement's points. Reference: D, the largest incremental sigma0 of the dense scan; the true
+    threshold lies in [D, D e^h), h = the scan's spacing in ln sigma0 (every scan point above D is
+    not incremental), and the refined bracket_lo is incremental, so it lies in [D (1 - rtol), D e^h).
+    At c = 0.5 the refined bracket also overlaps THEORY 4.3's GD threshold 4.65278e-3 to within
+    its printed 6 digits, [4.652775e-3, 4.652785e-3]."""
+    grid, refined, dense = islands
+    spacing = math.log(ISLAND_DENSE[1] / ISLAND_DENSE[0])
+    for lr in ISLAND_LRS:
+        scan = dense[dense.lr == lr].sort_values("sigma0")
+        assert scan.status.isin([incremental.INCREMENTAL, incremental.NOT_INCREMENTAL]).all()
+        largest = scan[scan.status == incremental.INCREMENTAL].sigma0.max()
+        coarse = grid.loc[lr]
+        assert coarse.status == "ok" and coarse.monotone and coarse.bracket_hi < largest     # the grid misses it
+        inner = scan[(scan.sigma0 > coarse.bracket_lo) & (scan.status == incremental.NOT_INCREMENTAL)].sigma0.min()
+        assert inner / largest < 0.9                         # the inner boundary is >= 10% low
+        row = refined.loc[lr]
+        assert row.status == "ok" and row.reason == "" and not row.monotone
+        assert largest * (1 - ISLAND_RTOL) <= row.sigma0_th == row.bracket_lo < largest * math.exp(spacing)
+        assert row.bracket_hi / row.bracket_lo - 1 <= ISLAND_RTOL * (1 + 1e-9)
+        assert row.n_incremental == coarse.n_incremental and row.rounds > 0
+        status = reference_status([12.0, 6.0], 2, np.array([row.bracket_lo, row.bracket_hi]), lr, 200, 0, 1,
+                                  s=0.1, f=0.9)
+        assert list(status) == [incremental.INCREMENTAL, incremental.NOT_INCREMENTAL]
+    row = refined.loc[0.5 / 12]
+    assert row.bracket_lo <= 4.652785e-3 and 4.652775e-3 <= row.bracket_hi
+
+
+def test_refine_update_keeps_the_largest_incremental_point():
+    """One round on synthetic statuses: the largest incremental point is the new lo even above a
+    non-incremental one, the next non-incremental point above it the new hi; undecided and
+    diverged points move nothing."""
+    inc, not_inc, und, div = (incremental.INCREMENTAL, incremental.NOT_INCREMENTAL, incremental.UNDECIDED,
+                              incremental.DIVERGED)
+    points = np.array([[5.0, 2.0, 3.0, 4.0, 6.0],          # unsorted on purpose
+                       [2.0, 3.0, 4.0, 5.0, 6.0],
+                       [2.0, 3.0, 4.0, 5.0, 6.0]])
+    status = np.array([[inc, inc, not_inc, und, not_inc],
+                       [und, div, und, div, not_inc],
+                       [not_inc, inc, und, not_inc, not_inc]], dtype=object)
+    lo, hi = incremental.refine_update(np.array([1.0, 1.0, 1.0]), points, status)
+    np.testing.assert_array_equal(lo, [5.0, 1.0, 3.0])
+    np.testing.assert_array_equal(hi, [6.0, 6.0, 5.0])
+    sub = incremental.subgrid([1.0], [16.0], 3)
+    np.testing.assert_allclose(sub, [[2.0, 4.0, 8.0]], rtol=1e-15)
+
+
+# ----------------------------------------------------------------------------- 10. summaries, partial runs
+
+
+def test_cli_summarizes_each_pair(short_and_long, capsys):
+    """Issue 3: one line per pair on stdout: in how many cells it has a threshold, and why the
+    others have none."""
+    folder = short_and_long["long"][2]
+    assert cli.main(["thresholds", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert (f"pair 0-1: a threshold in 1 of 3 cells; 1 undecided: {incremental.NEVER_REACHED}; "
+            f"1 undecided: {incremental.ALL_DIVERGED}") in out.splitlines()
+
+
+def test_partial_run_says_so(tmp_path, capsys):
+    """Issue 3: thresholds of a partial run folder carry "partial: x of y chunks" in a column, in
+    attrs, on stdout and in the last line; a figure's cached table from a partial run is not reused
+    once the run is complete."""
+    from dlsweep.api import _thresholds_for
+
+    kwargs = dict(sigma_star=[1.0, 0.5], depth=[2, 3], sigma0=np.logspace(-6, -1, 11), lr=[0.01], steps=3000)
+    folder = toy_run(tmp_path, chunk_size=11, max_chunks=1, **kwargs)
+    table = api.thresholds(folder)
+    assert store.partial_note(folder) == "partial: 1 of 2 chunks"
+    assert (table.partial == "partial: 1 of 2 chunks").all() and table.attrs["partial"] == "partial: 1 of 2 chunks"
+    assert (pd.read_parquet(folder / api.THRESHOLDS_FILE).partial == "partial: 1 of 2 chunks").all()
+    assert cli.main(["thresholds", str(folder)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].startswith("note: partial: 1 of 2 chunks: these thresholds come from the finished chunks only")
+    assert lines[-1].startswith("(s, f) = (0.05, 0.95), method grid, partial: 1 of 2 chunks; written to")
+
+    toy_run(tmp_path, **kwargs)                               # finish the run
+    complete = _thresholds_for(folder, S, F, None)
+    assert (complete.partial == "").all() and len(complete) == 2 * len(table)
+
+
+# ----------------------------------------------------------------------------- 11. matrix sensing
+
+
+MS_SIGMA_STAR = [1.0, 0.5, 0.25]
+
+
+def ms_task(**changes):
+    return {"sigma_star": MS_SIGMA_STAR, "d": 4, "init": "identity"} | changes
+
+
+def test_toy_lr_of_matrix_sensing():
+    """Identity init, population loss, shape 0, sigma* listed non-increasing and a step within
+    Lemma 1 (eta <= sigma*_max^(2/N - 2)): the toy's step is the run's own lr; None otherwise."""
+    family = models.FAMILIES["matrix_sensing"]
+
+    def toy_lr(cell=None, **changes):
+        task = family.validate_task(ms_task(**changes), lambda key, message: ValueError(f"{key}: {message}"))
+        return family.toy_lr(task, {"depth": 2, "lr": 0.5} | (cell or {}))
+
+    assert toy_lr() == 0.5 and toy_lr({"shape": 0.0}) == 0.5
+    assert toy_lr({"depth": 3, "lr": 1.0}) == 1.0                 # Lemma 1 at sigma*_max = 1: eta <= 1
+    assert toy_lr({"lr": 1.01}) is None
+    assert toy_lr(sigma_star=[12.0, 6.0], d=2) is None            # eta s*_1 = 6 > 1: overshoots
+    assert toy_lr(sigma_star=[12.0, 6.0], d=2, cell={"lr": 1 / 12}) == 1 / 12
+    assert toy_lr(init="gaussian") is None
+    assert toy_lr(measurements=50) is None
+    assert toy_lr({"shape": 0.5}) is None
+    assert toy_lr(sigma_star=[0.5, 1.0, 0.25]) is None            # observed sorted, targets not
+
+
+@pytest.fixture(scope="module")
+def toy_and_matrix_sensing(tmp_path_factory):
+    """The same float64 sweep of the toy and of identity-initialized matrix sensing (d = 4: one
+    zero of W*'s diagonal beside sigma* = (1, 0.5, 0.25)), 31 record points; no sigma0 on a level."""
+    common = dict(depth=[1, 2, 3], sigma0=np.logspace(-4, -1.5, 6), lr=[0.2, 0.5], steps=1500,
+                  levels=[0.1, 0.5, 0.9], points=31)
+    base = tmp_path_factory.mktemp("ms")
+    return (float64_run(base / "toy", "toy", {"sigma_star": MS_SIGMA_STAR}, **common),
+            float64_run(base / "ms", "matrix_sensing", ms_task(), **common))
+
+
+def test_identity_matrix_sensing_is_the_toy_model(toy_and_matrix_sensing):
+    """Issue 5: identity-initialized matrix sensing is the toy model at the same step
+    (matrix_sensing.toy_lr). Expected: equal trajectories up to rounding, so equal hitting steps.
+
+    Tolerance: each GD step computes the same map in a different order (w^N by repeated squaring vs
+    a chain of diagonal matrix products), a relative difference of at most (N + 1) eps per step
+    (2N + 2 roundings of eps/2); over k steps these add, amplified at most by the growth of
+    relative errors in the step map, d ln(step) / d ln a <= 1 + (N - 2) (eta/N) a^(N-2) w*, whose
+    product over the growth phase is about (sigma* / sigma0)^((N-2)/N) <= 10^(4/3) (N = 3,
+    sigma0 = 1e-4; below 1 near the target), so
+    rel <= k (N + 1) eps 10^(4/3) = 1500 * 4 * eps * 21.6, about 3e-11. Hitting steps are then
+    exact wherever the reference GD (tests/reference.py) passes each level by more than that."""
+    toy, sensing = toy_and_matrix_sensing
+    paths = store.load_trajectories(toy).merge(store.load_trajectories(sensing), on=["run_id", "step"],
+                                               suffixes=("_toy", "_ms"))
+    assert len(paths) > 0
+    for i in range(3):
+        np.testing.assert_allclose(paths[f"sigma_{i}_ms"], paths[f"sigma_{i}_toy"],
+                                   rtol=1500 * 4 * np.finfo(float).eps * 10 ** (4 / 3), atol=0)
+    runs_toy, runs_ms = store.load(toy), store.load(sensing)
+    hits = [c for c in runs_toy.columns if c.startswith("hit_")]
+    reference = ref.toy_gd(MS_SIGMA_STAR, runs_toy.depth.to_numpy(), runs_toy.sigma0.to_numpy(),
+                           runs_toy.lr.to_numpy(), 1500, [0, 1500], [0.1, 0.5, 0.9])
+    assert reference.margin[np.isfinite(reference.margin)].min() > 3e-11
+    np.testing.assert_array_equal(runs_ms[hits].to_numpy(), runs_toy[hits].to_numpy())
+    np.testing.assert_array_equal(runs_toy[hits].to_numpy().reshape(len(runs_toy), 3, 3), reference.hit)
+
+
+def test_identity_matrix_sensing_has_the_toy_theory(toy_and_matrix_sensing):
+    """Issue 5: matrix sensing's thresholds table carries the toy's theory columns, and every
+    column equals the toy's (the same hitting steps give the same decisions)."""
+    toy, sensing = toy_and_matrix_sensing
+    tables = [api.thresholds(folder, s=0.1, f=0.9, pairs="all", write=False) for folder in (toy, sensing)]
+    assert "toy_lr" not in tables[1]                            # the run's own lr on every cell
+    assert {"gf_exact", "thm2_upper", "thm3_chain_lower", "thm3_stated_lower"} <= set(tables[1])
+    assert (tables[1][tables[1].depth >= 2].status == "ok").all()
+    pd.testing.assert_frame_equal(tables[1], tables[0])

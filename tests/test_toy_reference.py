@@ -232,9 +232,13 @@ def test_gd_follows_theorem1_n2(gd_vs_gf):
 
 def test_gd_follows_theorem1_n1(gd_vs_gf):
     """N = 1: eq. 9 is linear, so the GD iterate is exactly s* + (sigma0 - s*)(1 - eta)^k
-    (reference.sigma_gd_n1; 1e-12 relative, float64 rounding over 4000 steps), and it stays
+    (reference.sigma_gd_n1) to 1e-11 relative: each GD step rounds by at most ~3 u s* (u = 1.1e-16)
+    and the error decays by (1 - eta) a step, the reference's (1 - eta)^k is off by k u relative,
+    so both stay within 4 u s* min(k, 1/eta), against sigma >= s* (1 - e^(-k eta)) >= s* min(k eta,
+    1) / 2: at most 8 u / eta = 3.5e-12 at the smallest eta, 2.5e-4 (measured 5.5e-13). And it stays
     within |sigma0 - s*| eta / (2e(1 - eta)) (+1e-12) of Theorem 1's s* + (sigma0 - s*) e^(-t),
-    t = eta k (bound derived in reference.sigma_gd_n1)."""
+    t = eta k (bound derived in reference.sigma_gd_n1). That bound is sharp at t = 1, so the run
+    comes within 1.5e-4 of it (3e-6 absolute), still 1e5 times the float64 rounding of sigma."""
     sweep, runs, traj, record_steps = gd_vs_gf
     sel = runs[runs["depth"] == 1]
     sigma = dense(sel, traj, record_steps, SIGMA_COLUMNS)
@@ -242,7 +246,7 @@ def test_gd_follows_theorem1_n1(gd_vs_gf):
     lr = sel["lr"].to_numpy()[:, None, None]
     sigma0 = sel["sigma0"].to_numpy()[:, None, None]
     k = record_steps[None, :, None]
-    np.testing.assert_allclose(sigma, ref.sigma_gd_n1(k, s_star, sigma0, lr), rtol=1e-12)
+    np.testing.assert_allclose(sigma, ref.sigma_gd_n1(k, s_star, sigma0, lr), rtol=1e-11)
     gf = ref.sigma_gf_n1(lr * k, s_star, sigma0)
     assert np.all(np.abs(sigma - gf) <= np.abs(sigma0 - s_star) * lr / (2 * np.e * (1 - lr)) + 1e-12)
 

@@ -2,6 +2,14 @@
 
 __version__ = "0.1.0"
 
-from dlsweep.store import load, load_trajectories  # noqa: E402
-
 __all__ = ["__version__", "load", "load_trajectories"]
+
+
+def __getattr__(name: str):
+    """`dlsweep.load` and `dlsweep.load_trajectories` import the store (and JAX) when first used,
+    so that importing the package is instant: the command line arms its Ctrl-C handling first."""
+    if name in ("load", "load_trajectories"):
+        from dlsweep import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module 'dlsweep' has no attribute {name!r}")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +16,12 @@ from dlsweep import compare, engine, grid, models, progress, store
 from dlsweep import spec as spec_module
 from dlsweep.analysis import incremental
 from dlsweep.models import linear_net
+from dlsweep.plan import Columns, Disk, Outcome, Plan, chunk_size_notes, grid_too_large, size_line
 from dlsweep.spec import Sweep
 from dlsweep.store import load, load_trajectories
+from dlsweep.warning import DlsweepWarning
 
-__all__ = ["RunReport", "run", "thresholds", "plot_run", "show", "list_models", "load", "load_trajectories", "default_folder"]
+__all__ = ["RunReport", "run", "plan_run", "thresholds", "plot_run", "show", "list_models", "load", "load_trajectories", "default_folder"]
 
 THRESHOLDS_FILE = "thresholds.parquet"
 
@@ -26,7 +29,8 @@ THRESHOLDS_FILE = "thresholds.parquet"
 @dataclasses.dataclass(frozen=True)
 class RunReport:
     """What one `run` call did. `run_seconds` is the wall time of the chunk loop: compute, tables
-    and Parquet writing, overlapped (compile time not included)."""
+    and Parquet writing, overlapped (compile time not included). `outcome` counts how the
+    trajectories of every finished chunk of the folder ended (None while none is finished)."""
 
     folder: Path
     n_runs: int
@@ -36,6 +40,7 @@ class RunReport:
     compile_seconds: float
     run_seconds: float
     traj_steps: int
+    outcome: Outcome | None = None
 
     @property
     def traj_steps_per_second(self) -> float:
@@ -65,83 +70,161 @@ def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
 
 def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict, cycle: int = 1) -> int:
     """Chunk size for `n_runs` trajectories from XLA's memory analysis of the chunk program, within
-    the memory budget and the backend's useful maximum, whole cycles of `cycle` seeds. A grid no
-    larger than the analysis's probe batch is one chunk: it needs no more memory than the probe,
-    so it is not compiled twice."""
+    the memory budget and the backend's useful maximum, whole smallest batches of the program
+    (`cycle` seeds of a per-seed layout), then the batch compiled for it (`engine.compiled_batch`),
+    so only the last chunk of a group has fillers. A grid no larger than the analysis's probe
+    batch is one chunk: it needs no more memory than the probe, so it is not compiled twice."""
+    period = cycle if cycle > 1 else None
+    multiple = engine.compiled_batch(1, period)
     if n_runs <= engine.PROBE_BATCH:
-        return grid.chunk_size_for(n_runs, 1, cap=engine.max_chunk(), cycle=cycle)
-    return grid.chunk_size_for(n_runs, engine.bytes_per_trajectory(program, hp_names, task),
-                               budget=engine.memory_budget(), cap=engine.max_chunk(), cycle=cycle)
+        size = grid.chunk_size_for(n_runs, 1, cap=engine.max_chunk(), multiple=multiple)
+    else:
+        size = grid.chunk_size_for(n_runs, engine.bytes_per_trajectory(program, hp_names, task),
+                                   budget=engine.memory_budget(), cap=engine.max_chunk(), multiple=multiple)
+    return engine.compiled_batch(size, period)
 
 
 def seed_cycle(sweep: Sweep, program: engine.Program) -> int:
-    """Chunks of a sweep whose model draws data per seed are whole cycles of its seed axis, so
-    the data is drawn once per seed (`engine.seed_period`); 1 for any other sweep."""
-    return engine.seed_period(program.model, sweep.axes, len(sweep.axes.get("seed", ()))) or 1
+    """The number of seeds of a sweep's per-seed layout (`engine.seed_slots`: the data drawn once
+    per seed, whatever the chunk size); 1 for any other sweep."""
+    return len(engine.seed_slots(program.model, sweep.axes) or ()) or 1
+
+
+def chunk_group(sweep: Sweep, program: engine.Program) -> int:
+    """The run ids a chunk never straddles (`grid.aligned_group`), given the smallest batch the
+    sweep's program computes on one device (`engine.compiled_batch`; not the local device count,
+    which would make the layout, and so the roundings, depend on the machine)."""
+    cycle = seed_cycle(sweep, program)
+    return grid.aligned_group(sweep.axes, engine.compiled_batch(1, cycle if cycle > 1 else None, devices=1))
 
 
 def compile_sweep(sweep: Sweep, program: engine.Program, task: dict, size: int, group: int) -> engine.CompiledChunk:
     """The chunk program of a sweep for chunks of `size` that never straddle `group` run ids
     (`grid.aligned_group`): the axes with one value per chunk enter it unbatched, and data drawn
-    per seed is kept once per seed when the chunks are whole seed cycles."""
+    per seed is kept once per seed in the sweep's per-seed layout (`engine.seed_slots`)."""
     follows_leading = group < math.prod(len(values) for values in sweep.axes.values())
     return engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
                                 constant=grid.constant_axes(sweep.axes, follows_leading),
-                                period=engine.seed_period(program.model, sweep.axes, size))
+                                seeds=engine.seed_slots(program.model, sweep.axes))
+
+
+def _prepared(spec: str | Path | Sweep, out, overrides: Sequence[str], chunk_size: int | None, max_chunks: int | None,
+              overwrite: bool, shard: tuple[int, int] | None) -> tuple[Sweep, Path, engine.Program, grid.Grid, dict]:
+    """The sweep of a run with every argument checked, its folder, program, flat grid and task. A
+    grid too large for memory is refused from its axis sizes, before the flat grid exists."""
+    sweep = spec if isinstance(spec, Sweep) else spec_module.load(spec, overrides)
+    spec_module.check_counts({"chunk_size": chunk_size, "max_chunks": max_chunks})
+    if sweep.compare and not compare.available(models.FAMILIES[sweep.model].baseline(sweep.task).requires):
+        # checked when run, so its results load anywhere
+        raise spec_module.SpecError(f"{sweep.source}: key 'compare': the baselines need scikit-learn: {compare.INSTALL}")
+    if shard is not None:
+        if not (len(shard) == 2 and all(type(v) is int for v in shard) and 1 <= shard[0] <= shard[1]):
+            raise spec_module.SpecError(f"shard={shard!r}: expected (K, N) with 1 <= K <= N")
+        if overwrite:
+            raise spec_module.SpecError(f"overwrite=True cannot be combined with shard={shard!r} (other shards share the folder)")
+    too_large = grid_too_large({axis: len(values) for axis, values in sweep.axes.items()})
+    if too_large:
+        raise spec_module.SpecError(f"{sweep.source}: key 'axes': {too_large}")
+    folder = Path(out) if out is not None else default_folder(sweep)
+    program, flat, task = compile_inputs(sweep)
+    spec_module.warn_if_seeds_identical(sweep, program.model, task)
+    return sweep, folder, program, flat, task
+
+
+def _disk(sweep: Sweep, program: engine.Program, task: dict, n_chunks: int) -> Disk:
+    """The disk a sweep's tables take, estimated from one trajectory's shapes."""
+    return Disk.estimate(math.prod(len(v) for v in sweep.axes.values()), len(sweep.axes), n_chunks,
+                         len(program.record_steps), Columns.of(program, list(sweep.axes), task), sweep.dtype)
+
+
+def _chunks_to_run(plan: list[grid.Chunk], finished: set[int], shard: tuple[int, int] | None,
+                   max_chunks: int | None) -> list[grid.Chunk]:
+    """The chunks a call runs: the unfinished ones of its shard (K, N) (chunks K-1, K-1+N, ...),
+    at most `max_chunks` of them."""
+    todo = [c for c in plan if c.index not in finished and (shard is None or c.index % shard[1] == shard[0] - 1)]
+    return todo if max_chunks is None else todo[:max_chunks]
+
+
+def plan_run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
+             chunk_size: int | None = None, overwrite: bool = False, max_chunks: int | None = None,
+             shard: tuple[int, int] | None = None) -> Plan:
+    """What `run` with these arguments would do, found without writing anything: the sweep's axes
+    and size, the chunk plan (the folder's, when it resumes one), and the estimated disk. The
+    default chunk size costs what it costs a run: a probe compile of the chunk program. What run
+    would warn about the folder and the chunk size, this warns too."""
+    sweep, folder, program, flat, task = _prepared(spec, out, overrides, chunk_size, max_chunks, overwrite, shard)
+    group = chunk_group(sweep, program)
+    try:
+        manifest = None if overwrite or not folder.is_dir() else store.read_manifest(folder)
+    except store.StoreError as err:
+        warnings.warn(f"run would refuse this folder as it is: {err}", DlsweepWarning, stacklevel=2)
+        manifest = None
+    if manifest is not None and manifest["spec_hash"] != sweep.spec_hash():
+        warnings.warn(f"{folder} holds a different sweep; run refuses it unless it starts over (overwrite=True)",
+                      DlsweepWarning, stacklevel=2)
+        manifest = None
+    if manifest is None:
+        size = chunk_size or default_chunk_size(program, group, list(flat.columns), task, seed_cycle(sweep, program))
+        manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size, group)), group)
+        finished, source = set(), "given" if chunk_size else "from the memory estimate"
+    else:
+        finished, source = store.finished_chunks(folder), "fixed by the folder"
+    chunks = grid.chunks(flat.size, manifest["chunk_size"], manifest["group"])
+    for note in chunk_size_notes(chunk_size, manifest, folder, chunks, sweep.axes, seed_cycle(sweep, program)):
+        warnings.warn(note, DlsweepWarning, stacklevel=2)
+    constant = grid.constant_axes(sweep.axes, manifest["group"] < flat.size)
+    return Plan(folder=folder, name=sweep.name, model=sweep.model, dtype=sweep.dtype, steps=sweep.steps,
+                recorded_steps=len(program.record_steps), axes=dict(sweep.axes), chunk_size=manifest["chunk_size"],
+                chunk_size_from=source, chunks=len(chunks), largest_chunk=max(c.stop - c.start for c in chunks),
+                group=manifest["group"], constant=tuple(constant),
+                compiled_in=tuple(name for name, _ in engine.specialized_axes(constant)), finished=len(finished),
+                to_run=len(_chunks_to_run(chunks, finished, shard, max_chunks)),
+                disk=_disk(sweep, program, task, len(chunks)))
 
 
 def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
         chunk_size: int | None = None, overwrite: bool = False, progress_bar: bool | None = None,
-        max_chunks: int | None = None, shard: tuple[int, int] | None = None) -> RunReport:
+        max_chunks: int | None = None, shard: tuple[int, int] | None = None,
+        say: Callable[[str], None] | None = None) -> RunReport:
     """Run every trajectory of a sweep into a Parquet dataset folder (default `runs/<name>`).
 
     An existing folder of the same sweep is resumed (finished chunks are skipped); one of a
     different sweep is refused unless `overwrite`. `max_chunks` stops after that many chunks
     (the rest is filled by a later call). `shard=(K, N)` runs only chunks K-1, K-1+N, ... and
     may share the folder with the other shards, on this machine or others; the first to start
-    fixes the chunk plan, and the dataset is complete when every chunk's part exists."""
-    sweep = spec if isinstance(spec, Sweep) else spec_module.load(spec, overrides)
-    spec_module.check_counts({"--chunk-size": chunk_size, "--max-chunks": max_chunks})
-    if sweep.compare and not compare.available(models.FAMILIES[sweep.model].baseline(sweep.task).requires):
-        # checked when run, so its results load anywhere
-        raise spec_module.SpecError(f"{sweep.source}: key 'compare': the baselines need scikit-learn: {compare.INSTALL}")
-    if shard is not None:
-        if not (len(shard) == 2 and all(type(v) is int for v in shard) and 1 <= shard[0] <= shard[1]):
-            raise spec_module.SpecError(f"--shard: expected K/N with 1 <= K <= N, got {shard!r}")
-        if overwrite:
-            raise spec_module.SpecError("--overwrite cannot be combined with --shard (other shards share the folder)")
-    folder = Path(out) if out is not None else default_folder(sweep)
-    program, flat, task = compile_inputs(sweep)
+    fixes the chunk plan, and the dataset is complete when every chunk's part exists.
+
+    `say(line)` hears the run's size before anything is compiled (trajectories, trajectory-steps,
+    disk) and, where no progress bar shows an ETA, one after the first chunk. A chunk size not
+    used as given, and a sizeable share of diverged trajectories, are DlsweepWarnings."""
+    sweep, folder, program, flat, task = _prepared(spec, out, overrides, chunk_size, max_chunks, overwrite, shard)
     hp_names = list(flat.columns)
-    group = grid.aligned_group(sweep.axes)
+    group = chunk_group(sweep, program)
+    if say is not None:
+        n_chunks = len(grid.chunks(flat.size, chunk_size or engine.max_chunk(), group))
+        say(size_line(folder, sweep.axes, sweep.steps, _disk(sweep, program, task, n_chunks)))
 
     with store.locked(folder, shard):
-        with store.initializing(folder):
-            manifest = store.prepare(folder, sweep, overwrite)
-            if manifest is None:
-                size = chunk_size or default_chunk_size(program, group, hp_names, task, seed_cycle(sweep, program))
-                manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size, group)), group)
-            if shard is not None:       # shards of one folder must agree on N, or they duplicate chunks
-                if manifest.setdefault("shards", shard[1]) != shard[1]:
-                    raise store.StoreError(f"{folder} is being filled by {manifest['shards']} shards, not "
-                                           f"{shard[1]}; use --shard K/{manifest['shards']} or a plain run")
-            store.start(folder, sweep, manifest)
+        manifest = store.prepare(folder, sweep, overwrite)
+        if manifest is None:
+            size = chunk_size or default_chunk_size(program, group, hp_names, task, seed_cycle(sweep, program))
+            manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size, group)), group)
+        elif manifest.get("rebuilt"):
+            warnings.warn(f"{folder / store.MANIFEST} was missing or damaged; rebuilt from the chunk records",
+                          DlsweepWarning, stacklevel=2)
+        manifest = store.start(folder, sweep, manifest, shard)
         group = manifest["group"]
         plan = grid.chunks(flat.size, manifest["chunk_size"], group)
-        finished = store.finished_chunks(folder)
-        recovered = {str(c.index): {"runs": [c.start, c.stop], "recovered": True} for c in plan
-                     if c.index in finished and str(c.index) not in manifest["chunks"]}
-        if recovered:           # chunks written by a run stopped before it updated the manifest
-            store.update_manifest(folder, lambda m: m["chunks"].update({**recovered, **m["chunks"]}))
-        todo = [c for c in plan if c.index not in finished and (shard is None or c.index % shard[1] == shard[0] - 1)]
-        if max_chunks is not None:
-            todo = todo[:max_chunks]
+        for note in chunk_size_notes(chunk_size, manifest, folder, plan, sweep.axes, seed_cycle(sweep, program)):
+            warnings.warn(note, DlsweepWarning, stacklevel=2)
+        finished = _verified_chunks(folder, manifest, plan)
+        todo = _chunks_to_run(plan, finished, shard, max_chunks)
         compile_seconds, run_seconds, traj_steps = 0.0, 0.0, 0
         if todo:
             compiled = compile_sweep(sweep, program, task, manifest["chunk_size"], group)
             compile_seconds = compiled.compile_seconds
             baselines = _baselines(sweep, program, task)
-            meter = progress.meter(sum(c.stop - c.start for c in todo), len(todo), progress_bar)
+            meter = progress.meter(sum(c.stop - c.start for c in todo), len(todo), progress_bar, say)
             started = time.perf_counter()
             try:
                 pending = None
@@ -149,16 +232,30 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
                     launched = None if chunk is None else compiled.launch(
                         np.arange(chunk.start, chunk.stop), flat.rows(chunk.start, chunk.stop), task)
                     if pending is not None:
-                        chunk_steps = _write_chunk(folder, sweep, program, flat, pending, compiled.fetch, baselines)
+                        chunk_steps = _write_chunk(folder, sweep, program, flat, pending, compiled.fetch, manifest,
+                                                   baselines)
                         traj_steps += chunk_steps
                         meter.update(pending[0].stop - pending[0].start, chunk_steps)
                     pending = None if chunk is None else (chunk, launched, time.perf_counter())
             finally:
                 meter.close()
             run_seconds = time.perf_counter() - started
-            store.update_manifest(folder, lambda m: m.update(compile_seconds=round(compile_seconds, 4)))
         missing = len(plan) - len(store.finished_chunks(folder))
-    return RunReport(folder, flat.size, len(todo), len(finished), missing, compile_seconds, run_seconds, traj_steps)
+    outcome = _outcome(folder, sweep)
+    return RunReport(folder, flat.size, len(todo), len(finished), missing, compile_seconds, run_seconds, traj_steps,
+                     outcome)
+
+
+def _outcome(folder: Path, sweep: Sweep) -> Outcome | None:
+    """How the trajectories of the folder's finished chunks ended; a DlsweepWarning naming the
+    cells where a sizeable share diverged."""
+    if not store.finished_chunks(folder):
+        return None
+    outcome = Outcome.of(load(folder, columns=["run_id", *sweep.axes, "diverged", "converged"]), sweep.axes, sweep.steps)
+    warning = outcome.warning()
+    if warning:
+        warnings.warn(f"{folder}: {warning}", DlsweepWarning, stacklevel=3)
+    return outcome
 
 
 def _baselines(sweep: Sweep, program: engine.Program, task: dict):
@@ -182,9 +279,21 @@ def _baselines(sweep: Sweep, program: engine.Program, task: dict):
     return columns
 
 
+def _verified_chunks(folder: Path, manifest: dict, plan: list[grid.Chunk]) -> set[int]:
+    """The finished chunks whose parts match their records. A damaged chunk (a part missing,
+    truncated, emptied or changed) is forgotten, so it is computed again, with a warning naming
+    it; whole parts without a record (a run stopped before writing it) are adopted."""
+    for index, why in store.damaged_chunks(folder).items():
+        warnings.warn(f"{folder}: chunk {index} is damaged ({why}); computing it again", DlsweepWarning, stacklevel=3)
+        store.forget_chunk(folder, index)
+    finished = store.finished_chunks(folder)
+    store.adopt_parts(folder, manifest, [c for c in plan if c.index not in finished])
+    return store.finished_chunks(folder)
+
+
 def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, flat: grid.Grid, pending, fetch,
-                 baselines=None) -> int:
-    """Wait for a launched chunk, write its parts and its manifest entry; its trajectory-steps."""
+                 manifest: dict, baselines=None) -> int:
+    """Wait for a launched chunk, write its parts and its record; its trajectory-steps."""
     chunk, launched, launched_at = pending
     summary, records = fetch(launched)
     run_ids = np.arange(chunk.start, chunk.stop)
@@ -192,29 +301,32 @@ def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, flat: grid
     runs, trajectories = store.chunk_frames(sweep, run_ids, hps, summary, records, np.asarray(program.record_steps))
     if baselines is not None:
         runs = runs.assign(**baselines(runs))
-    store.write_chunk(folder, chunk.index, runs, trajectories)
     chunk_steps = int(runs["steps_run"].sum())
-    entry = {"runs": [chunk.start, chunk.stop], "seconds": round(time.perf_counter() - launched_at, 4),
-             "traj_steps": chunk_steps}
-    store.update_manifest(folder, lambda m: m["chunks"].update({str(chunk.index): entry}))
+    record = {"runs": [chunk.start, chunk.stop], "seconds": round(time.perf_counter() - launched_at, 4),
+              "traj_steps": chunk_steps, "diverged": int(runs["diverged"].sum()),
+              "converged": int(runs["converged"].sum()), "writer": store.writer_name(),
+              "plan": store.plan_of(manifest)}
+    store.write_chunk(folder, chunk.index, runs, trajectories, record)
     return chunk_steps
 
 
 def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str | list[tuple[int, int]] = "adjacent",
-               method: str = "grid", rtol: float = 1e-4, write: bool = True) -> pd.DataFrame:
+               method: str = "grid", rtol: float = 1e-4, write: bool = True,
+               out: str | Path | None = None) -> pd.DataFrame:
     """(s, f)-incremental thresholds in sigma0 for every pair and every cell of the other axes,
-    with the theory of Gissin et al. beside them; written to `DIR/thresholds.parquet`.
+    with the theory of Gissin et al. beside them; written to `out` (default
+    `DIR/thresholds.parquet`; a read-only run folder needs `out`), the path in `attrs["written_to"]`.
 
     `grid` reads them off the run's sigma0 axis (interpolated in ln sigma0); `bisect` refines each
-    grid bracket by vectorized bisection in ln sigma0, every cell at once, one batched engine call
-    a round, to relative width `rtol`. Bisection finds a boundary inside the grid's bracket: under
-    GD the incremental set can be non-monotone within about one step's worth of sigma0 (THEORY.md
-    2.2), so where that matters, a fine sigma0 axis with `grid` finds the largest incremental one."""
+    grid bracket by vectorized sub-grids in ln sigma0, every cell at once, one batched engine call
+    a round, to relative width `rtol` (`_bisect` says where it searches and what it can miss).
+    `reason` says why a row has no threshold; a table of a partial run folder says so in the
+    column `partial` ("partial: x of y chunks", "" when complete) and in `attrs["partial"]`."""
     folder = Path(folder)
     if method not in ("grid", "bisect"):
-        raise incremental.ThresholdError(f"--method {method!r}: expected grid or bisect")
+        raise incremental.ThresholdError(f"method={method!r}: expected grid or bisect")
     if not 0 < rtol < 1:
-        raise incremental.ThresholdError(f"--rtol {rtol!r}: expected a number in (0, 1)")
+        raise incremental.ThresholdError(f"rtol={rtol!r}: expected a number in (0, 1)")
     sweep = spec_module.load(_spec_file(folder))
     sigma_star = models.FAMILIES[sweep.model].targets(sweep.task)
     if "sigma0" not in sweep.axes or sigma_star is None:
@@ -224,18 +336,24 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
     if not pair_list:
         raise incremental.ThresholdError(f"{folder}: no pair of distinct targets in sigma_star = {list(sigma_star)}")
     cells = [axis for axis in sweep.axes if axis != "sigma0"]
-    table = incremental.grid_thresholds(incremental.decisions(load(folder), pair_list, s, f), cells)
+    decided = incremental.decisions(load(folder), pair_list, s, f)
+    table = incremental.grid_thresholds(decided, cells)
     table["method"] = "grid"
     if method == "bisect":
-        table = _bisect(sweep, table, cells, s, f, rtol)
+        table = _bisect(sweep, table, decided, cells, s, f, rtol)
     targets = np.asarray(sigma_star)
     table = table.assign(r=targets[table.i] / targets[table.j], sigma_star_i=targets[table.i],
                          sigma_star_j=targets[table.j], s=s, f=f)
     first = ["i", "j", "r", "sigma_star_i", "sigma_star_j", "s", "f", *cells]
     table = table[first + [c for c in table.columns if c not in first]]
     table = _with_theory(table, sweep, cells, sigma_star, s, f)
+    partial = store.partial_note(folder) or ""
+    table = table.assign(partial=partial)
+    table.attrs["partial"] = partial
     if write:
-        store.write_table(folder / THRESHOLDS_FILE, table)
+        path = Path(out) if out is not None else folder / THRESHOLDS_FILE
+        store.write_table(path, table, hint="pass out=FILE.parquet to write the table elsewhere")
+        table.attrs["written_to"] = str(path)
     return table
 
 
@@ -252,49 +370,96 @@ def _with_theory(table: pd.DataFrame, sweep: Sweep, cells: list[str], sigma_star
     return incremental.theory_columns(table, sigma_star, s, f, max(sigma_star))
 
 
-def _bisect(sweep: Sweep, table: pd.DataFrame, cells: list[str], s: float, f: float, rtol: float) -> pd.DataFrame:
-    """Refine every grid bracket [lo, hi] at once: each round runs all midpoints sqrt(lo hi) as
-    one batch through the engine (same steps, dtype and stop rules as the run)."""
-    table = table.copy()
-    active = (table.status == "ok").to_numpy().copy()
+def _bisect(sweep: Sweep, table: pd.DataFrame, decided: pd.DataFrame, cells: list[str], s: float, f: float,
+            rtol: float) -> pd.DataFrame:
+    """Refine every grid bracket at once to the largest incremental sigma0, to relative width
+    `rtol`: each round runs `incremental.SUBGRID_POINTS` sigma0 per row, evenly spaced in
+    ln sigma0 over the row's span and rounded to the sweep's dtype, as one batch through the
+    engine (same steps, dtype and stop rules as the run); `incremental.refine_update` keeps the
+    largest incremental point and the next non-incremental one above it as the next span.
+
+    Where the largest incremental sigma0 is searched: under GD the incremental set can have
+    islands above a non-incremental stretch (THEORY.md 2.2), and one can lie above the grid's
+    bracket_hi. So the first span runs from bracket_lo (the largest incremental grid point) over
+    the grid's bracket and the one above it, to the second decided grid point above bracket_lo
+    (bracket_hi where there is none). An island in a span [lo, hi] wider than that round's
+    sub-grid spacing, ln(hi/lo) / (SUBGRID_POINTS + 1), contains a sub-grid point and is found;
+    an island narrower than the spacing can fall between two points, and one above the first span
+    is seen only where it holds a grid point. `monotone` and `reason` are recomputed from every
+    sigma0 evaluated, grid and sub-grid. A row whose span holds no other sigma0 of the sweep's
+    dtype stops there (as narrow as the dtype allows); a round that finds nothing decided in a
+    row's span ends that row as "undecided inside the bracket" (incremental.STALLED), with no
+    threshold."""
+    table = table.reset_index(drop=True)
+    keys = [*cells, "i", "j"]
+    active = (table.status == "ok").to_numpy(copy=True)
     table["rounds"] = 0
     if not active.any():
         return table
     quick = dataclasses.replace(sweep, record=dataclasses.replace(sweep.record, points=2))
     program, _, task = compile_inputs(quick)
-    size = default_chunk_size(program, len(table), list(sweep.axes), task)
+    size = default_chunk_size(program, len(table) * incremental.SUBGRID_POINTS, list(sweep.axes), task)
     compiled = engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
                                     constant=grid.constant_axes(sweep.axes, follows_leading=False))
-    plan = grid.chunks(len(table), size)
     level = {name: k for k, name in enumerate(store.level_name(v) for v in sweep.record.levels)}
-    i, j = table.i.to_numpy(), table.j.to_numpy()
-    lo, hi = table.bracket_lo.to_numpy(float), table.bracket_hi.to_numpy(float)
-    rows = np.arange(len(table))
-    while True:
-        todo = active.copy()
-        todo[active] = hi[active] / lo[active] - 1 > rtol
-        if not todo.any():
-            break
-        mid = np.sqrt(lo * hi)
-        hps = {axis: table[axis].to_numpy() for axis in cells} | {"sigma0": np.where(todo, mid, lo)}
+
+    def statuses(rows: np.ndarray, sigma0: np.ndarray) -> np.ndarray:
+        """Definition 1 at sigma0 (n, P) on the cells and pairs of table rows `rows` (n,)."""
+        flat = np.repeat(rows, sigma0.shape[1])
+        hps = {axis: table[axis].to_numpy()[flat] for axis in cells} | {"sigma0": sigma0.ravel()}
         hps = {axis: hps[axis] for axis in sweep.axes}
-        parts = [compiled(rows[c.start:c.stop], {k: v[c.start:c.stop] for k, v in hps.items()}, task)[0] for c in plan]
+        parts = [compiled(flat[c.start:c.stop], {k: v[c.start:c.stop] for k, v in hps.items()}, task)[0]
+                 for c in grid.chunks(len(flat), size)]
         hits = np.concatenate([p["hit"] for p in parts])
-        diverged = np.concatenate([p["diverged"] for p in parts])
-        status = incremental.decide(hits[rows, i, level[store.level_name(f)]], hits[rows, j, level[store.level_name(s)]],
-                                    diverged)
-        new_lo, new_hi, stuck = incremental.bisect_update(lo, hi, mid, status)
-        lo, hi = np.where(todo, new_lo, lo), np.where(todo, new_hi, hi)
-        stalled = todo & stuck
-        table.loc[stalled, "status"] = "undecided at a bisection midpoint"
-        active &= ~stalled
-        table.loc[todo, "rounds"] += 1
+        at = np.arange(len(flat))
+        status = incremental.decide(hits[at, table.i.to_numpy()[flat], level[store.level_name(f)]],
+                                    hits[at, table.j.to_numpy()[flat], level[store.level_name(s)]],
+                                    np.concatenate([p["diverged"] for p in parts]))
+        return status.reshape(sigma0.shape)
+
+    lo, hi = table.bracket_lo.to_numpy(float).copy(), table.bracket_hi.to_numpy(float).copy()
+    span_hi = _second_decided_above(table, decided, keys)
+    evaluated = []
+    while True:
+        rows = np.nonzero(active & (span_hi / np.where(active, lo, 1.0) - 1 > rtol))[0]
+        if not len(rows):
+            break
+        points = incremental.subgrid(lo[rows], span_hi[rows], incremental.SUBGRID_POINTS)
+        points = points.astype(sweep.dtype).astype(float)                 # the sigma0 the engine runs
+        inside = (points > lo[rows, None]) & (points < span_hi[rows, None])
+        narrow = ~inside.any(axis=1)                                      # as narrow as the dtype allows
+        active[rows[narrow]] = False
+        rows, points, inside = rows[~narrow], points[~narrow], inside[~narrow]
+        if not len(rows):
+            continue
+        status = np.where(inside, statuses(rows, points), incremental.UNDECIDED)
+        evaluated.append(table.loc[np.repeat(rows, points.shape[1]), keys]
+                         .assign(sigma0=points.ravel(), status=status.ravel())[inside.ravel()])
+        known = np.stack([hi[rows], span_hi[rows]], axis=1)              # non-incremental upper ends
+        new_lo, new_hi = incremental.refine_update(
+            lo[rows], np.concatenate([points, known], axis=1),
+            np.concatenate([status, np.full(known.shape, incremental.NOT_INCREMENTAL)], axis=1))
+        stalled = rows[(new_lo == lo[rows]) & (new_hi == span_hi[rows])]
+        lo[rows], hi[rows], span_hi[rows] = new_lo, new_hi, new_hi
+        table.loc[stalled, "status"] = incremental.STALLED
+        active[stalled] = False
+        table.loc[rows, "rounds"] += 1
     done = (table.status == "ok").to_numpy()
     table.loc[done, "sigma0_th"] = lo[done]
     table.loc[(table.rounds > 0) & ~done, "sigma0_th"] = np.nan        # stalled: no threshold claimed
     table["bracket_lo"], table["bracket_hi"] = lo, hi
     table["method"] = "bisect"
-    return table
+    points = pd.concat([decided[[*keys, "sigma0", "status"]], *evaluated], ignore_index=True)
+    return incremental.judge(table, points, cells)
+
+
+def _second_decided_above(table: pd.DataFrame, decided: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """Per thresholds row, the second decided grid sigma0 above bracket_lo (the top of the grid
+    bracket above its own), or bracket_hi where there is none."""
+    known = decided[decided.status.isin([incremental.INCREMENTAL, incremental.NOT_INCREMENTAL])]
+    merged = table[keys + ["bracket_hi"]].reset_index().merge(known[[*keys, "sigma0"]], on=keys, how="left")
+    above = merged[merged.sigma0 > merged.bracket_hi].groupby("index").sigma0.min()
+    return np.array(above.reindex(table.index).fillna(table.bracket_hi), dtype=float)
 
 
 PLOT_KINDS = ("heatmap", "trajectories", "thresholds", "lr", "correlation", "agreement", "observables", "pcs",
@@ -352,8 +517,11 @@ def pc_rates(folder: str | Path, at: dict[str, float] | None = None) -> pd.DataF
 def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y: str | None = None,
              color: str | None = None, pair: tuple[int, int] | None = None, s: float = 0.05, f: float = 0.95,
              out: str | Path | None = None, title: str | None = None, at: dict[str, float] | None = None) -> list[Path]:
-    """Draw one figure of a run folder; it lands in `DIR/figures/<kind>[...].png` and at `out`
-    (trajectories, observables, pcs, pc_curves, pc_rates, heatmap of sigma0: under `title`, if given).
+    """Draw one figure of a run folder; it lands in `DIR/figures/<kind>[...].png` and at `out`.
+    Its heading is `title` (if given) over what the figure holds fixed (`figure_slice`: the axes
+    it does not draw, at the value it takes, steps, dtype, (s, f)) and, for a partial run, "partial:
+    x of y chunks". Returns the paths written (the run folder's copy left out, with a warning,
+    where the folder cannot take it and `out` did).
 
     heatmap: x (default sigma0) by y (default depth), colour `status` of `pair` (default the two
     largest targets) or a numeric column (`log_hit_ratio`, `final_loss`, ...), with the measured
@@ -382,9 +550,9 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
 
     folder = Path(folder)
     if kind not in PLOT_KINDS:
-        raise plot.PlotError(f"--kind {kind!r}: expected one of {', '.join(PLOT_KINDS)}")
+        raise plot.PlotError(f"kind={kind!r}: expected one of {', '.join(PLOT_KINDS)}")
     if out is not None and Path(out).suffix.lower() not in FIGURE_SUFFIXES:
-        raise plot.PlotError(f"-o {out}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
+        raise plot.PlotError(f"out={str(out)!r}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
     sweep = spec_module.load(_spec_file(folder))
     sigma_star = models.FAMILIES[sweep.model].targets(sweep.task)
     _check_at(sweep, at)
@@ -407,23 +575,24 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         chosen = runs[runs[cols].isin(_spread(runs[cols].unique(), 6))]
         if rows:
             chosen = chosen[chosen[rows].isin(_spread(runs[rows].unique(), 3))]
-        chosen = _first_slice(chosen, [a for a in sweep.axes if a not in (rows, cols, "seed")])
+        chosen, heading = figure_slice(chosen, sweep, (rows, cols), title, folder)
         traj = load_trajectories(folder)
         figure = plot.trajectories(traj[traj.run_id.isin(chosen.run_id)], chosen, sigma_star, rows=rows,
                                    cols=cols, s=s, f=f, pair=pair, ylabel=models.FAMILIES[sweep.model].observed,
-                                   title=title)
+                                   title=heading)
     elif kind == "correlation":
         if "correlation" not in runs or "depth" not in runs:
             raise plot.PlotError(f"{folder}: the correlation figure needs a depth axis and a model that "
                                  f"summarizes its correlation with w* (diagonal, conv)")
         baseline = "svm_correlation" if "svm_correlation" in runs else None
-        figure = plot.correlation_by_depth(_first_slice(runs, [a for a in sweep.axes if a not in ("depth", "sigma0", "seed")]),
-                                           baseline)
+        chosen, heading = figure_slice(runs, sweep, ("depth", "sigma0"), title, folder)
+        figure = plot.correlation_by_depth(chosen, baseline, title=heading)
     elif kind == "agreement":
         if "omp_agreement" not in runs or "sparsity" not in runs:
             raise plot.PlotError(f"{folder}: the agreement figure needs a sparsity axis and the OMP baseline "
                                  f"(model diagonal with select > 0 and compare = true)")
-        figure = plot.agreement_by_sparsity(runs)
+        chosen, heading = figure_slice(runs, sweep, ("sparsity", "depth", "sigma0"), title, folder)
+        figure = plot.agreement_by_sparsity(chosen, title=heading)
     elif kind == "observables":
         traj = load_trajectories(folder)
         columns = y.split(",") if y else [c for c in OBSERVABLES if c in traj]
@@ -432,13 +601,13 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
             raise plot.PlotError(f"{folder}: no recorded {', '.join(missing)}; the trajectories table has "
                                  f"{', '.join(c for c in traj.columns if c not in ('run_id', 'step'))}")
         hue = _axis_of(sweep, x or "depth")
-        chosen, heading = _slice_with_heading(runs, sweep, hue, title)
+        chosen, heading = figure_slice(runs, sweep, hue, title, folder)
         figure = plot.observables(traj[traj.run_id.isin(chosen.run_id)], chosen, columns, hue=hue, title=heading)
     elif kind == "pcs":
         if not store.vector_columns(load_trajectories(folder), "pc_distance"):
             raise plot.PlotError(f"{folder}: the pcs figure needs pc_distance columns (model linear_net)")
         hue = _axis_of(sweep, x or "depth")
-        _, heading = _slice_with_heading(runs[~runs.diverged], sweep, hue, title)
+        _, heading = figure_slice(runs[~runs.diverged], sweep, hue, title, folder)
         spread = _only(pc_spread(folder), at)
         figure = plot.pc_profile(_first_slice(spread, [a for a in sweep.axes if a not in (hue, "seed")]), hue=hue, title=heading)
     elif kind == "pc_curves":
@@ -446,23 +615,25 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         depth, lr = rates.depth.min(), rates.lr.min()
         rates = rates[(rates.depth == depth) & (rates.lr == lr)].set_index("j")
         directions = [j for j in PC_CURVES if j in rates.index]
-        chosen, heading = _slice_with_heading(runs[~runs.diverged], sweep, None, title)
+        chosen, heading = figure_slice(runs[~runs.diverged], sweep, None, title, folder)
         traj = load_trajectories(folder)
         figure = plot.pc_curves(traj[traj.run_id.isin(chosen.run_id)], chosen, directions,
                                 {j: np.exp(-rates.predicted[j]) for j in directions}, title=heading)
     elif kind == "pc_rates":
-        figure = plot.pc_rates(pc_rates(folder, at).dropna(subset=["rate"]), title=title)
+        chosen, heading = figure_slice(runs[~runs.diverged], sweep, "depth", title, folder)
+        rates = pc_rates(folder, at).dropna(subset=["rate"])
+        figure = plot.pc_rates(rates[rates.lr == chosen.lr.iloc[0]], title=heading)
     elif kind == "summary":
         column, hue = y or "population_error", color or ("shape" if "shape" in sweep.axes else "depth")
-        _numeric_column(runs, column, sweep, "-y")
-        _axis_of(sweep, hue, "--color")
+        _numeric_column(runs, column, sweep, "y")
+        _axis_of(sweep, hue, "color")
         frame = runs[~runs.diverged]
         across = x or "sigma0"
         if across == "c":
             frame = _with_c(frame, folder)
         else:
             _axis_of(sweep, across)
-        frame, heading = _slice_with_heading(frame, sweep, ("sigma0" if across == "c" else across, hue), title)
+        frame, heading = figure_slice(frame, sweep, ("sigma0" if across == "c" else across, hue), title, folder)
         levels, curve = {}, None
         if sweep.model == "diagonal_net" and column in THEORY_QUANTITIES and sweep.task["form"] == "signed":
             cs = np.geomspace(frame.c.min(), frame.c.max(), 49) if across == "c" else np.zeros(0)
@@ -473,22 +644,23 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         name = f"{kind}-{column}-{across}{at_name}"
     elif column_heatmap:
         x, y = _two_axes(sweep, x or "sigma0", y or ("shape" if "shape" in sweep.axes else "depth"))
-        _numeric_column(runs, color, sweep, "--color")
-        frame, heading = _slice_with_heading(runs[~runs.diverged], sweep, (x, y), title)
+        _numeric_column(runs, color, sweep, "color")
+        frame, heading = figure_slice(runs[~runs.diverged], sweep, (x, y), title, folder,
+                                      seeds="mean over {} seeds")
         closed_form = (sweep.model == "diagonal_net" and (x, y) == ("sigma0", "shape") and sweep.task["form"] == "signed"
                        and (frame.depth == 2).all())
         boundary = (_q_boundary(sweep, frame["shape"].abs().max(), color)
                     if closed_form and color in THEORY_QUANTITIES else None)
-        if "seed" in sweep.axes:
-            heading += f"; mean over {len(sweep.axes['seed'])} seeds"
         figure = plot.heatmap(frame.groupby([x, y], as_index=False)[color].mean(), x, y, color, title=heading,
                               boundary=boundary)
         name = f"heatmap-{x}-{y}-{color}{at_name}"
     elif kind == "heatmap" and (x, y) == ("r", "depth"):
         table = _thresholds_for(folder, s, f, "all", at).assign(
             log10_threshold_over_target=lambda t: np.log10(t.sigma0_th / t.sigma_star_j))
-        figure = plot.heatmap(table[table.i == pair[0]], "r", "depth", color or "log10_threshold_over_target",
-                              title=f"threshold against r (values below {sigma_star[pair[0]]:g})")
+        table, heading = figure_slice(table[table.i == pair[0]], sweep, ("sigma0", "depth"),
+                                      title or f"threshold against r (values below {sigma_star[pair[0]]:g})",
+                                      folder, levels=(s, f), seeds=None)
+        figure = plot.heatmap(table, "r", "depth", color or "log10_threshold_over_target", title=heading)
         name = f"heatmap-r-depth{at_name}"
     elif kind == "heatmap":
         x, y = _two_axes(sweep, x or "sigma0", y or ("depth" if "depth" in sweep.axes else "lr"))
@@ -496,31 +668,66 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         frame = plot.decisions_frame(runs, pair, s, f)
         if color is not None and color not in frame:
             numeric = [c for c in frame.columns if frame[c].dtype.kind in "fi" and c not in sweep.axes]
-            raise plot.PlotError(f"--color {color!r}: expected status or a numeric column: {', '.join(numeric)}")
+            raise plot.PlotError(f"color={color!r}: expected status or a numeric column: {', '.join(numeric)}")
         seeds = color is None and "seed" in sweep.axes and "seed" not in (x, y)    # colour: the share of seeds
-        other = [a for a in sweep.axes if a not in (x, y) and not (seeds and a == "seed")]
-        frame = _first_slice(frame, other)
+        heading = (f"pair ({pair[0]}, {pair[1]}): $\\sigma^*$ = {sigma_star[pair[0]]:g} vs {sigma_star[pair[1]]:g}")
+        frame, heading = figure_slice(frame, sweep, (x, y), f"{title}\n{heading}" if title else heading, folder,
+                                      levels=(s, f), seeds="share of {} seeds" if seeds else None)
         table = _thresholds_for(folder, s, f, [pair], at)
-        table = _first_slice(table[(table.i == pair[0]) & (table.j == pair[1])], other)
-        heading = (f"pair ({pair[0]}, {pair[1]}): $\\sigma^*$ = {sigma_star[pair[0]]:g} vs {sigma_star[pair[1]]:g}, "
-                   f"(s, f) = ({s:g}, {f:g})")
+        table = _first_slice(table[(table.i == pair[0]) & (table.j == pair[1])],
+                             [a for a in sweep.axes if a not in (x, y) and not (seeds and a == "seed")])
         if seeds:
             frame = incremental.over_seeds(frame, [x, y])
             table = incremental.thresholds_over_seeds(table, [y])
-            heading += f", {len(sweep.axes['seed'])} seeds"
         figure = plot.heatmap(frame, x, y, "incremental_fraction" if seeds else color or "status",
-                              thresholds=table if x == "sigma0" else None, title=f"{title}\n{heading}" if title else heading)
+                              thresholds=table if x == "sigma0" else None, title=heading)
         name = f"heatmap-{x}-{y}{at_name}"
     elif kind == "thresholds":
-        table = _thresholds_for(folder, s, f, None, at)
-        figure = plot.threshold_curves(table[table.status == "ok"])
+        table, heading = figure_slice(_thresholds_for(folder, s, f, None, at), sweep, ("sigma0", "depth"),
+                                      title, folder)      # the figure's heading names (s, f)
+        figure = plot.threshold_curves(_with_thresholds(table, folder), title=heading)
     else:
         table = _thresholds_for(folder, s, f, None, at)
         if not (table.depth == 2).any() or "lr" not in table or table.lr.nunique() < 2:
             raise plot.PlotError(f"{folder}: the lr figure needs depth 2 and several learning rates")
-        figure = plot.lr_map(table[table.status == "ok"])
-    paths = [folder / "figures" / f"{name}.png"] + ([Path(out)] if out else [])
-    plot.save(figure, paths)
+        table, heading = figure_slice(table[table.depth == 2], sweep, ("sigma0", "lr", "depth"), title, folder,
+                                      levels=(s, f))
+        figure = plot.lr_map(_with_thresholds(table, folder), title=heading)
+    return _save_figure(figure, folder / "figures" / f"{name}.png", out)
+
+
+def _with_thresholds(table: pd.DataFrame, folder: Path) -> pd.DataFrame:
+    """The rows of a thresholds table with a threshold (status ok), or a PlotError saying why
+    there are none."""
+    from dlsweep import plot
+
+    found = table[table.status == "ok"]
+    if found.empty:
+        statuses = ", ".join(f"{count} {status}" for status, count in table.status.value_counts().items())
+        raise plot.PlotError(f"{folder}: no threshold to draw ({statuses or 'no cells'})"
+                             + "".join(f"; {note}" for note in [store.partial_note(folder)] if note))
+    return found
+
+
+def _save_figure(figure, default: Path, out: str | Path | None) -> list[Path]:
+    """Write a figure to `out` (if given) and to its place in the run folder; the paths written.
+    Where the run folder cannot take it (read-only) and `out` can, that is a warning, not an error."""
+    from dlsweep import plot
+
+    paths = []
+    try:
+        if out is not None:
+            plot.save(figure, [Path(out)], keep_open=True)
+            paths.append(Path(out))
+        try:
+            plot.save(figure, [default], keep_open=True)
+            paths.insert(0, default)
+        except plot.PlotError as err:
+            if out is None:
+                raise plot.PlotError(f"{err}; give out=... to write the figure elsewhere") from None
+            warnings.warn(f"{err}; the figure is only at {out}", DlsweepWarning, stacklevel=3)
+    finally:
+        plot.close(figure)
     return paths
 
 
@@ -528,11 +735,11 @@ def _two_axes(sweep: Sweep, x: str, y: str) -> tuple[str, str]:
     """Two different axes of the run, for a figure's x and y (or columns and rows)."""
     from dlsweep.plot import PlotError
 
-    for axis in (x, y):
+    for option, axis in (("x", x), ("y", y)):
         if axis not in sweep.axes:
-            raise PlotError(f"--x/--y {axis!r}: not an axis of this run ({', '.join(sweep.axes)})")
+            raise PlotError(f"{option}={axis!r}: not an axis of this run ({', '.join(sweep.axes)})")
     if x == y:
-        raise PlotError(f"--x and --y are both {x!r}: a figure needs two different axes")
+        raise PlotError(f"x={x!r} and y={y!r}: a figure needs two different axes")
     return x, y
 
 
@@ -561,9 +768,10 @@ def _check_at(sweep: Sweep, at: dict[str, float] | None) -> None:
     from dlsweep.plot import PlotError
 
     for axis, value in (at or {}).items():
-        _axis_of(sweep, axis, "--at")
+        if axis not in sweep.axes:
+            raise PlotError(f"at={{{axis!r}: {value:g}}}: {axis!r} is not an axis of the sweep: {', '.join(sweep.axes)}")
         if not np.isclose(sweep.axes[axis], value, rtol=1e-12, atol=0).any():
-            raise PlotError(f"--at {axis}={value:g}: not a value of the axis: "
+            raise PlotError(f"at={{{axis!r}: {value:g}}}: not a value of the axis: "
                             f"{', '.join(f'{v:g}' for v in sweep.axes[axis])}")
 
 
@@ -581,7 +789,7 @@ def _numeric_column(runs: pd.DataFrame, column: str, sweep: Sweep, option: str) 
 
     numeric = [c for c in runs.columns if runs[c].dtype.kind == "f" and c not in sweep.axes]
     if column not in numeric:
-        raise PlotError(f"{option} {column!r}: expected a numeric column of the runs table: {', '.join(numeric)}")
+        raise PlotError(f"{option}={column!r}: expected a numeric column of the runs table: {', '.join(numeric)}")
 
 
 def _with_c(runs: pd.DataFrame, folder: Path) -> pd.DataFrame:
@@ -591,7 +799,7 @@ def _with_c(runs: pd.DataFrame, folder: Path) -> pd.DataFrame:
 
     runs = runs[runs.depth == 2] if "depth" in runs else runs
     if runs.empty:
-        raise PlotError(f"{folder}: -x c is the init's c of a depth-2 network; the run has no depth 2")
+        raise PlotError(f"{folder}: x='c' is the init's c of a depth-2 network; the run has no depth 2")
     shape = runs["shape"].abs() if "shape" in runs else 0.0
     return runs.assign(c=theory.azulay_c(runs.sigma0.to_numpy(), shape))
 
@@ -634,28 +842,36 @@ def _q_boundary(sweep: Sweep, max_shape: float, column: str) -> tuple[np.ndarray
     return c_star * (1 - shapes**2) / (2 * (1 + shapes**2)), shapes, rf"theory: halfway, $c^*$ = {c_star:.2g}"
 
 
-def _axis_of(sweep: Sweep, name: str, option: str = "-x") -> str:
+def _axis_of(sweep: Sweep, name: str, option: str = "x") -> str:
     """`name` if it is an axis of the sweep, else a PlotError naming the option and the axes."""
     from dlsweep.plot import PlotError
 
     if name not in sweep.axes:
-        raise PlotError(f"{option} {name!r}: expected an axis of the sweep: {', '.join(sweep.axes)}")
+        raise PlotError(f"{option}={name!r}: expected an axis of the sweep: {', '.join(sweep.axes)}")
     return name
 
 
-def _slice_with_heading(runs: pd.DataFrame, sweep: Sweep, kept: str | tuple[str, ...] | None,
-                        title: str | None) -> tuple[pd.DataFrame, str]:
-    """The runs at the first value of every axis but those `kept` and `seed`, and a figure heading:
-    the `title` (if any) over those axes' values."""
+def figure_slice(frame: pd.DataFrame, sweep: Sweep, drawn: str | tuple[str | None, ...] | None,
+                 title: str | None, folder: Path, levels: tuple[float, float] | None = None,
+                 seeds: str | None = "{} seeds") -> tuple[pd.DataFrame, str]:
+    """The rows of a runs or derived table at the first value of every axis but those `drawn` and
+    `seed` (and `seed` too where `seeds` is None), and the figure's heading, so that it stands
+    alone: the `title` (if any), then what the figure holds fixed: those axes' values, the seeds
+    (`seeds` with their count, where the figure takes all of them), steps, dtype and (s, f)
+    (`levels`, where they matter); then "partial: x of y chunks" for a run folder not yet complete."""
     from dlsweep.plot import PlotError, facet_title
 
-    kept = kept if isinstance(kept, tuple) else (kept,)
-    others = [a for a in sweep.axes if a not in (*kept, "seed")]
-    chosen = _first_slice(runs, others)
+    drawn = drawn if isinstance(drawn, tuple) else (drawn,)
+    others = [a for a in sweep.axes if a not in drawn and (a != "seed" or seeds is None)]
+    chosen = _first_slice(frame, others)
     if chosen.empty:
-        raise PlotError(f"{sweep.source}: every run diverged; nothing to draw")
-    shown = ", ".join(facet_title(a, chosen[a].iloc[0]) for a in others)
-    return chosen, f"{title}\n{shown}" if title else shown
+        raise PlotError(f"{folder}: every run diverged or was undecided; nothing to draw")
+    fixed = [facet_title(a, chosen[a].iloc[0]) for a in others if a in chosen]
+    if "seed" in sweep.axes and "seed" not in others and "seed" not in drawn:
+        fixed.append(seeds.format(len(sweep.axes["seed"])))
+    fixed += [f"{sweep.steps:,} steps", sweep.dtype] + ([f"(s, f) = ({levels[0]:g}, {levels[1]:g})"] if levels else [])
+    lines = [title] if title else []
+    return chosen, "\n".join([*lines, ", ".join(fixed), *filter(None, [store.partial_note(folder)])])
 
 
 def _first_slice(frame: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
@@ -674,12 +890,14 @@ def _spec_file(folder: Path) -> Path:
 
 
 def _thresholds_for(folder: Path, s: float, f: float, pairs, at: dict[str, float] | None = None) -> pd.DataFrame:
-    """The folder's thresholds.parquet when it matches (s, f) (and holds the pairs), else grid
-    thresholds computed now (not written); the rows at the axis values `at`."""
+    """The folder's thresholds.parquet when it matches (s, f), holds the pairs and was computed
+    from the chunks finished now (its `partial` note is the folder's), else grid thresholds computed
+    now (not written); the rows at the axis values `at`."""
     path = folder / THRESHOLDS_FILE
     if path.exists():
         table = pd.read_parquet(path)
-        if len(table) and {"s", "f", "sigma_star_j"} <= set(table) and table.s.iloc[0] == s and table.f.iloc[0] == f:
+        if (len(table) and {"s", "f", "sigma_star_j", "partial"} <= set(table) and table.s.iloc[0] == s
+                and table.f.iloc[0] == f and table.partial.iloc[0] == (store.partial_note(folder) or "")):
             if pairs in (None, "all") or set(map(tuple, pairs)) <= set(zip(table.i, table.j)):
                 return _only(table, at)
     return _only(thresholds(folder, s=s, f=f, pairs=pairs or "adjacent", method="grid", write=False), at)
@@ -692,12 +910,14 @@ def _spread(values, count: int) -> list:
 
 
 def show(folder: str | Path) -> dict:
-    """A summary of a finished or partial run folder."""
+    """A summary of a finished or partial run folder: what is finished, what is missing or
+    damaged (a part that no longer matches its chunk's record), and the outcome of the runs."""
     folder = Path(folder)
     manifest = store.read_manifest(folder)
     if manifest is None:
         raise store.StoreError(f"{folder}: no {store.MANIFEST}; not a dlsweep run folder")
-    finished = store.finished_chunks(folder)
+    damaged = store.damaged_chunks(folder)
+    finished = store.finished_chunks(folder) - set(damaged)
     plan = grid.chunks(manifest["n_runs"], manifest["chunk_size"], manifest["group"])
     missing = [c.index for c in plan if c.index not in finished]
     summary = {
@@ -705,15 +925,21 @@ def show(folder: str | Path) -> dict:
         "name": manifest["name"],
         "model": manifest["model"],
         "spec_hash": manifest["spec_hash"],
+        "status": "complete" if not missing else f"partial: {len(finished)} of {manifest['n_chunks']} chunks",
         "runs": f"{sum(c.stop - c.start for c in plan if c.index in finished)} of {manifest['n_runs']}",
         "chunks": f"{len(finished)} of {manifest['n_chunks']} finished (chunk size {manifest['chunk_size']})",
         "missing_chunks": missing,
+        "damaged_chunks": [f"{index} ({why})" for index, why in damaged.items()],
         "backend": f"{manifest.get('backend')} {manifest.get('devices')}",
         "versions": manifest.get("versions"),
-        "updated": manifest.get("updated"),
+        "created": manifest.get("created"),
     }
+    if manifest.get("rebuilt"):
+        summary["manifest"] = f"{store.MANIFEST} missing or damaged; read from the chunk records"
+    if damaged:
+        summary["to_do"] = f"{store.RESUME.replace('DIR', str(folder))}: it computes the damaged chunks again"
     if finished:
-        runs = load(folder)
+        runs = load(folder, chunks=finished)
         summary["diverged"] = int(runs["diverged"].sum())
         summary["converged"] = int(runs["converged"].sum())
         summary["steps_run"] = (f"min {runs['steps_run'].min()}, median {int(runs['steps_run'].median())}, "

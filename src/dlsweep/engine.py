@@ -17,7 +17,9 @@ The chunk program scans over record segments; inside a segment a `while_loop` ad
 chunk in blocks of `check_every` steps (`_advance_chunk`: every trajectory with the peak, then
 only those whose peak reached a new level again with exact hits) and ends early once every
 trajectory is frozen. Frozen trajectories are computed and discarded (SIMD has no per-lane skip),
-so a trajectory's result never depends on which others share its chunk.
+so a trajectory's result never depends on which others share its chunk; and every compiled batch
+is whole vector blocks laid out by the sweep alone (`LANES`, `seed_slots`, `COMPILER_OPTIONS`),
+so it never depends on the chunk size, the device count or the shard either, bit for bit.
 """
 
 from __future__ import annotations
@@ -317,18 +319,18 @@ def rows_map(fn, in_axes: tuple, period: int | None = None):
 
 
 def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task, task_axes, start, stop,
-                   specialized=(), period=None) -> TrajectoryState:
+                   specialized=(), period=None, capacity=1) -> TrajectoryState:
     """Every trajectory of a chunk from `start` to `stop`, first-hitting steps exact.
 
-    The block runs once with a running maximum of sigma (cheap); only the trajectories whose
+    The block runs once with a running maximum of sigma (cheap); only the live trajectories whose
     maximum reached a new level are run again from the block's start with a per-step hit test,
-    gathered into sub-batches of 1/`REPLAY_FRACTION` of the chunk, and take that run's result.
+    gathered into sub-batches of `capacity` rows (`replay_capacity`), and take that run's result.
     Each trajectory's result depends on itself alone, never on which others share its chunk."""
     fast = rows_map(functools.partial(_steps_with_peak, program), (0, hp_axes, task_axes, None, None), period)
     params, opt_state, chosen, peak = _specialized(lambda h: fast(state, h, task, start, stop), hps, specialized)
-    pending = jax.vmap(functools.partial(_reached_new_level, program))(state, peak)
+    frozen = state.diverged | state.converged       # its block is discarded: no replay
+    pending = jax.vmap(functools.partial(_reached_new_level, program))(state, peak) & ~frozen
     batch = pending.shape[0]
-    capacity = max(1, batch // REPLAY_FRACTION)
     exact = jax.vmap(functools.partial(_steps_with_hits, program), (0, hp_axes, _row_axes(task_axes), None, None))
 
     def replay(carry):
@@ -379,11 +381,13 @@ def chunk_task(program: Program, root_key, hps, hp_axes, task, period: int | Non
     return task | drawn, axes | {name: axis for name in drawn}
 
 
-def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=(), period=None):
+def run_chunk(program: Program, root_key, run_ids, live, hps, task, specialized=(), period=None, capacity=1):
     """Every trajectory of one chunk from init to the last recorded step. A hyperparameter given
     as a scalar is one value for the whole chunk (unbatched); those in `specialized` ((name,
     values) pairs) are also compiled in as constants for the GD steps. With `period`, the chunk's
     rows cycle through `period` seeds (seed fastest), and the drawn data is kept once per seed.
+    Rows not `live` (the fillers of `CompiledChunk.launch`) start frozen, so they never keep the
+    chunk running; `capacity` is the replay's sub-batch.
 
     Returns (summary, records): summary arrays of shape (B, ...) (with the model's `summarize`
     scalars of the final parameters, if it has one) and records (loss (R, B), the model's
@@ -393,6 +397,7 @@ def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=(), pe
     hp_axes = {name: None if jnp.ndim(value) == 0 else 0 for name, value in hps.items()}
     task, task_axes = chunk_task(program, root_key, hps, hp_axes, task, period)
     state = rows_map(functools.partial(init_state, program), (0, hp_axes, task_axes), period)(keys, hps, task)
+    state = state.replace(converged=state.converged | ~live)
     batched_record = rows_map(functools.partial(record, program), (0, hp_axes, task_axes), period)
     steps = np.asarray(program.record_steps)
     bounds = jnp.asarray(np.stack([steps[:-1], steps[1:]], axis=1), STEP_DTYPE)
@@ -405,7 +410,8 @@ def run_chunk(program: Program, root_key, run_ids, hps, task, specialized=(), pe
         def block(carry):
             start, st = carry
             stop = jnp.minimum(start + program.check_every, bound[1])
-            return stop, _advance_chunk(program, st, hps, hp_axes, task, task_axes, start, stop, specialized, period)
+            return stop, _advance_chunk(program, st, hps, hp_axes, task, task_axes, start, stop, specialized, period,
+                                        capacity)
 
         _, state = jax.lax.while_loop(running, block, (bound[0], state))
         return state, batched_record(state, hps, task)
@@ -439,16 +445,81 @@ def draw_task(program: Program, task, seed: int, root_seed: int) -> dict[str, np
     return {name: np.asarray(value) for name, value in full.items()}
 
 
+LANES = 64
+"""Trajectories per vector block. XLA's CPU loops run whole blocks of (vector width x unroll)
+elements in their vector body, at most 16 x 4 = 64 for float32 on AVX-512 (32 on AVX2, fewer in
+float64), and the rest in a scalar tail, where LLVM fuses a different set of a * b + c into FMAs: a
+trajectory in a tail rounds differently (2e-5 relative in the toy's loss at depth 3). Every
+compiled batch and every replay sub-batch is whole blocks on every device, so none ever is."""
+SLOT_ROWS = (8, 16, 32)
+"""Rows per seed slot of the per-seed layout below `LANES` (then multiples of `LANES`): powers of
+two from 8, whose loops along a slot's rows (matrix sensing keeps the batch last) are whole
+vectors; with 2, 4 or 48 rows matrix sensing's singular values and the convolutional network's
+correlation differed in their last bits from those of other chunk sizes."""
+COMPILER_OPTIONS = {
+    # threads would split each loop at batch / threads rows, a tail in every part, per machine
+    "xla_disable_hlo_passes": "cpu-parallel-task-assigner",
+    # YNNPACK fusions replace XLA's own loops above a size threshold, with other roundings
+    "xla_cpu_experimental_ynn_fusion_type": "",
+}
+
+
+def seed_slots(model, axes: dict[str, np.ndarray]) -> tuple[int, ...] | None:
+    """The seed values of the per-seed layout (`rows_map`: the data drawn once per seed, and each
+    step one matrix product per seed), or None (data per trajectory). A function of the sweep
+    alone, so every chunk size computes a trajectory the same way: the layout is used when the
+    model draws data and the seed axis is the last (fastest) of `grid.build`'s layout with
+    several values."""
+    seeds = axes.get("seed", ())
+    if getattr(model, "draw", None) is None or len(seeds) < 2 or list(axes)[-1] != "seed":
+        return None
+    return tuple(int(s) for s in seeds)
+
+
+def compiled_batch(size: int, period: int | None = None, devices: int | None = None) -> int:
+    """The batch compiled for chunks of `size` run ids: whole `LANES` blocks on each of `devices`
+    (default: every local device); with a per-seed layout of `period` seeds, whole cycles on each
+    device with a number of rows per seed from `SLOT_ROWS` or a multiple of `LANES`, enough for a
+    chunk that starts at any seed slot."""
+    devices = devices or len(jax.local_devices())
+    if not period:
+        return -(-size // (devices * LANES)) * devices * LANES
+    rows = -(-(size + (period - 1 if size % period else 0)) // period)       # per seed, at most
+    per_device = -(-rows // devices)
+    slot_rows = next((r for r in SLOT_ROWS if r >= per_device), -(-per_device // LANES) * LANES)
+    return devices * period * slot_rows
+
+
+def replay_capacity(batch: int, block: int) -> int:
+    """Rows of a replay sub-batch: 1/`REPLAY_FRACTION` of the batch rounded down to whole
+    `block`s (`LANES` on each device), at least one block."""
+    return max(block, batch // REPLAY_FRACTION // block * block)
+
+
+def _placement(n: int, batch: int, offset: int, period: int | None) -> np.ndarray:
+    """The chunk row that each position of a compiled batch computes: rows 0 .. n-1 at positions
+    offset .. offset+n-1; elsewhere a filler, a copy of the chunk's first row of the position's
+    seed slot (b % period) or, where the chunk has none, of row 0 (its seed is then the slot's);
+    without a per-seed layout, a copy of the last row."""
+    shifted = np.arange(batch) - offset
+    if not period:
+        return np.clip(shifted, 0, n - 1)
+    same_slot = shifted % period
+    return np.where((shifted >= 0) & (shifted < n), shifted, np.where(same_slot < n, same_slot, 0))
+
+
 @dataclasses.dataclass
 class CompiledChunk:
     """A chunk program compiled for one batch size; the hyperparameters named in `constant` are
-    one value per chunk and enter the program unbatched (a scalar). With `period`, every chunk
-    is whole cycles of the seed axis's `period` values (seed fastest, as the grid lays them out),
-    and the drawn data is kept once per seed.
+    one value per chunk and enter the program unbatched (a scalar). With `seeds` (`seed_slots`),
+    position b of the batch is seed slot b % len(seeds) and the drawn data is kept once per seed.
 
-    `launch` dispatches a chunk and returns at once (JAX dispatch is asynchronous), so the host can
-    write the previous chunk while this one computes; `fetch` waits and returns NumPy arrays.
-    Calling the object does both."""
+    `launch` places the chunk's rows in the batch (a chunk starting at slot u sits at positions
+    u, u+1, ...) and fills the other positions with frozen copies (`_placement`), so any run of
+    consecutive run ids computes each trajectory as every other chunking does; it dispatches and
+    returns at once (JAX dispatch is asynchronous), so the host can write the previous chunk while
+    this one computes; `fetch` waits and returns NumPy arrays of the chunk's rows. Calling the
+    object does both."""
 
     program: Program
     batch: int
@@ -456,9 +527,11 @@ class CompiledChunk:
     compile_seconds: float
     root_key: Any
     constant: dict[str, tuple] = dataclasses.field(default_factory=dict)
-    period: int | None = None
+    seeds: tuple[int, ...] | None = None
 
-    def launch(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[int, Any]:
+    def launch(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[tuple[int, int], Any]:
+        run_ids = np.asarray(run_ids)
+        n = len(run_ids)
         hps = cast_hps(hps, self.program.dtype)
         varying = [k for k in self.constant if np.any(hps[k] != hps[k][0])]
         if varying:
@@ -466,17 +539,27 @@ class CompiledChunk:
         unknown = {k: hps[k][0] for k, values in self.constant.items() if hps[k][0] not in values}
         if unknown:
             raise ValueError(f"{unknown} not among the values the program was compiled for")
-        if self.period and not _whole_seed_cycles(hps["seed"], self.period):
-            raise ValueError(f"a chunk of a program compiled for cycles of {self.period} seeds has other rows")
-        ids = _pad(np.asarray(run_ids), self.batch, self.period or 1).astype(np.int32)
-        batch_hps = {k: v[0] if k in self.constant else _pad(v, self.batch, self.period or 1) for k, v in hps.items()}
-        return len(run_ids), self.executable(self.root_key, ids, batch_hps, task)
+        period = len(self.seeds) if self.seeds else None
+        offset = int(run_ids[0]) % period if period else 0       # seed is the fastest axis
+        if not 0 < offset + n <= self.batch:
+            raise ValueError(f"a chunk of {n} rows from slot {offset} does not fit the batch of {self.batch}")
+        cycle = np.asarray(self.seeds or (), np.int32)
+        if period and not np.array_equal(hps["seed"], cycle[(offset + np.arange(n)) % period]):
+            raise ValueError(f"a chunk of a program compiled for cycles of seeds {self.seeds} has other rows")
+        rows = _placement(n, self.batch, offset, period)
+        batch_hps = {k: v[0] if k in self.constant else v[rows] for k, v in hps.items()}
+        if period:
+            batch_hps["seed"] = np.resize(cycle, self.batch)
+        live = np.zeros(self.batch, bool)
+        live[offset:offset + n] = True
+        return (offset, n), self.executable(self.root_key, run_ids[rows].astype(np.int32), live, batch_hps, task)
 
     @staticmethod
-    def fetch(launched: tuple[int, Any]) -> tuple[dict, tuple]:
-        n, (summary, records) = launched
-        summary = jax.tree.map(lambda v: np.asarray(v)[:n], summary)
-        records = jax.tree.map(lambda r: np.asarray(r)[:, :n], records)
+    def fetch(launched: tuple[tuple[int, int], Any]) -> tuple[dict, tuple]:
+        (offset, n), (summary, records) = launched
+        rows = slice(offset, offset + n)
+        summary = jax.tree.map(lambda v: np.asarray(v)[rows], summary)
+        records = jax.tree.map(lambda r: np.asarray(r)[:, rows], records)
         return summary, records
 
     def __call__(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[dict, tuple]:
@@ -488,33 +571,11 @@ def cast_hps(hps: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
     return {k: np.asarray(v, np.int32 if k in INTEGER_HPS else dtype) for k, v in hps.items()}
 
 
-def _pad(values: np.ndarray, size: int, period: int = 1) -> np.ndarray:
-    """Pad a column to the compiled batch size by repeating its last `period` entries (a whole
-    seed cycle, so padded rows keep the layout)."""
-    if len(values) == size:
-        return values
-    return np.concatenate([values, np.resize(values[-period:], size - len(values))])
-
-
-def _whole_seed_cycles(seeds: np.ndarray, period: int) -> bool:
-    """Whether a chunk's seed column is whole repeats of one cycle of `period` seeds."""
-    return len(seeds) % period == 0 and bool(np.all(seeds.reshape(-1, period) == seeds[:period]))
-
-
-def seed_period(model, axes: dict[str, np.ndarray], chunk_size: int) -> int | None:
-    """The seed-cycle length for chunks of `chunk_size` of a grid laid out by `grid.build` (seed
-    the last, fastest axis): the seed axis's length when the model draws data per seed, there
-    are several seeds, and every chunk is whole cycles; else None (data per trajectory)."""
-    seeds = len(axes.get("seed", ()))
-    if getattr(model, "draw", None) is None or seeds < 2 or chunk_size % seeds or list(axes)[-1] != "seed":
-        return None
-    return seeds
-
-
 def _abstract_args(program: Program, batch: int, hp_names, task, constant=()):
     hps = {k: jax.ShapeDtypeStruct(() if k in constant else (batch,), np.int32 if k in INTEGER_HPS else program.dtype)
            for k in hp_names}
-    return (jax.eval_shape(jax.random.key, 0), jax.ShapeDtypeStruct((batch,), np.int32), hps, task)
+    return (jax.eval_shape(jax.random.key, 0), jax.ShapeDtypeStruct((batch,), np.int32),
+            jax.ShapeDtypeStruct((batch,), bool), hps, task)
 
 
 PROBE_BATCH = 64
@@ -553,28 +614,30 @@ def max_chunk() -> int:
 
 
 def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, constant: dict[str, tuple] | None = None,
-                  period: int | None = None) -> CompiledChunk:
-    """Lower and compile the chunk program for `batch` trajectories (timed). `constant` maps the
-    axes with one value per chunk to the values they take (`specialized_axes`); `period` is the
-    seed cycle of `seed_period` (the batch is then a multiple of it). With several local
-    devices the batch axis is sharded over all of them (a 1-D `NamedSharding` mesh; the batch is
-    padded to a multiple of the device count) and the task and key are replicated; every
-    trajectory is computed alone, so the results equal a single-device run."""
+                  seeds: tuple[int, ...] | None = None) -> CompiledChunk:
+    """Lower and compile the chunk program for chunks of `batch` trajectories (timed) at the batch
+    of `compiled_batch`, with XLA's `COMPILER_OPTIONS`. `constant` maps the axes with one value per
+    chunk to the values they take (`specialized_axes`); `seeds` are the slots of the per-seed
+    layout (`seed_slots`). With several local devices the batch axis is sharded over all of them
+    (a 1-D `NamedSharding` mesh) and the task and key are replicated; every device computes whole
+    vector blocks, so the results equal a single-device run bit for bit."""
     use_compilation_cache()
     constant = dict(constant or {})
     devices = jax.local_devices()
-    multiple = math.lcm(len(devices), period or 1)
-    batch = -(-batch // multiple) * multiple
+    period = len(seeds) if seeds else None
+    batch = compiled_batch(batch, period)
     start = time.perf_counter()
-    fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant), period=period)
+    fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant), period=period,
+                           capacity=replay_capacity(batch, len(devices) * LANES))
     if len(devices) > 1:
         mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
         rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
         whole = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-        shardings = (whole, rows, {name: whole if name in constant else rows for name in hp_names},
+        shardings = (whole, rows, rows, {name: whole if name in constant else rows for name in hp_names},
                      jax.tree.map(lambda _: whole, task))
         jitted = jax.jit(fn, in_shardings=shardings)
     else:
         jitted = jax.jit(fn)
-    executable = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant)).compile()
-    return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant, period)
+    lowered = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant))
+    executable = lowered.compile(compiler_options=COMPILER_OPTIONS)
+    return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant, seeds)

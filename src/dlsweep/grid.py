@@ -15,6 +15,7 @@ import numpy as np
 DEFAULT_MAX_CHUNK = 16_384          # chunks of ~8k-40k trajectories stay in cache (PERFORMANCE.md)
 DEFAULT_MEMORY_BUDGET = 512 * 2**20  # bytes of state + records per chunk, when none is given
 MIN_ALIGNED_GROUP = 256              # chunks follow the leading axis's values only if each has this many runs
+ALIGNED_BATCHES = 4                  # ... and at least this many of the program's smallest batches
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,15 +45,16 @@ class Chunk:
     stop: int    # one past the last run_id
 
 
-def aligned_group(axes: dict[str, np.ndarray]) -> int:
+def aligned_group(axes: dict[str, np.ndarray], smallest_batch: int = 1) -> int:
     """Runs per value of the leading axis (a contiguous block of run ids, row-major), when there
-    are at least `MIN_ALIGNED_GROUP` of them; else the whole grid. Chunks never straddle a group,
-    so the leading axis (depth, for most models) is one value per chunk and is passed to the
-    compiled program unbatched, where integer powers and layer masks cost a scalar test instead
-    of a per-trajectory select."""
+    are at least `MIN_ALIGNED_GROUP` of them and `ALIGNED_BATCHES` times the compiled program's
+    `smallest_batch` (so the fillers of each group's last chunk stay a small part of it); else
+    the whole grid. Chunks never straddle a group, so the leading axis (depth, for most models)
+    is one value per chunk and is passed to the compiled program unbatched, where integer powers
+    and layer masks cost a scalar test instead of a per-trajectory select."""
     sizes = [len(v) for v in axes.values()]
     n_runs, group = math.prod(sizes), math.prod(sizes[1:])
-    return group if sizes[0] > 1 and group >= MIN_ALIGNED_GROUP else n_runs
+    return group if sizes[0] > 1 and group >= max(MIN_ALIGNED_GROUP, ALIGNED_BATCHES * smallest_batch) else n_runs
 
 
 def constant_axes(axes: dict[str, np.ndarray], follows_leading: bool) -> dict[str, tuple]:
@@ -65,14 +67,13 @@ def constant_axes(axes: dict[str, np.ndarray], follows_leading: bool) -> dict[st
 
 
 def chunk_size_for(n_runs: int, bytes_per_trajectory: int, budget: int = DEFAULT_MEMORY_BUDGET,
-                   cap: int = DEFAULT_MAX_CHUNK, cycle: int = 1) -> int:
-    """Trajectories per chunk: at most `budget` bytes and `cap` trajectories, and the grid cut into
-    equal chunks so the last one is not mostly padding: a multiple of 8, or with `cycle` > 1 of
-    the seed cycle (every chunk whole cycles of the seed axis, at least one)."""
-    largest = max(cycle, _round_down(max(1, min(cap, budget // max(1, bytes_per_trajectory))), cycle))
+                   cap: int = DEFAULT_MAX_CHUNK, multiple: int = 1) -> int:
+    """Trajectories per chunk: at most `budget` bytes and `cap` trajectories (at least one
+    `multiple`), a multiple of `multiple` (what the compiled batch is rounded to, so a chunk
+    fills it), and the grid cut into equal chunks so the last one is not mostly padding."""
+    largest = max(multiple, _round_down(max(1, min(cap, budget // max(1, bytes_per_trajectory))), multiple))
     n_chunks = math.ceil(n_runs / largest)
-    size = _round_up(math.ceil(n_runs / n_chunks), cycle if cycle > 1 else 8)
-    return size if size <= largest else largest
+    return min(_round_up(math.ceil(n_runs / n_chunks), multiple), largest)
 
 
 def chunks(n_runs: int, chunk_size: int, group: int | None = None) -> list[Chunk]:

@@ -7,7 +7,9 @@ diverged trajectories are drawn grey and hatched, never in a colour of the data 
 from __future__ import annotations
 
 import math
+import os
 import textwrap
+from pathlib import Path
 
 import matplotlib
 
@@ -28,7 +30,8 @@ class PlotError(ValueError):
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 MISSING = "#d9d9d9"
-TITLE_CHARACTERS = 68        # a single-column figure's title wraps at this many characters
+EM_PER_CHARACTER = 0.55      # a title character's mean width in em (of its font size), for wrapping
+HEADING_WIDTH = 0.96         # the share of a figure's width its heading may take
 SINGLE, DOUBLE = 3.4, 7.0                       # paper column widths, inches
 LABELS = {"sigma0": r"initialization scale $\sigma_0$", "depth": r"depth $N$", "lr": r"learning rate $\eta$",
           "r": r"target ratio $r = \sigma^*_i / \sigma^*_j$", "seed": "seed",
@@ -40,6 +43,43 @@ ROW_AXES = {"shape"}         # heatmap rows of equal height, labelled by value (
 
 def axis_label(name: str) -> str:
     return LABELS.get(name, name)
+
+
+def wrapped(title: str | None, width: float, fontsize: float) -> str | None:
+    """A title's lines wrapped to fit `width` inches at `fontsize` points (its line breaks kept),
+    preferably after a comma, so that a list of settings keeps each setting on one line."""
+    if not title:
+        return title
+    characters = int(width * 72 / (EM_PER_CHARACTER * fontsize))
+    lines = []
+    for line in title.split("\n"):
+        pieces = [""]
+        for item in _top_level_items(line):
+            joined = f"{pieces[-1]}, {item}" if pieces[-1] else item
+            if len(joined) <= characters or not pieces[-1]:
+                pieces[-1] = joined
+            else:
+                pieces[-1] += ","
+                pieces.append(item)
+        lines += [textwrap.fill(piece, characters, break_on_hyphens=False) for piece in pieces]
+    return "\n".join(lines)
+
+
+def _top_level_items(line: str) -> list[str]:
+    """A line split at each ", " outside brackets: "a, (s, f) = (1, 2)" -> ["a", "(s, f) = (1, 2)"]."""
+    items, depth, start = [], 0, 0
+    for n, character in enumerate(line):
+        depth += (character in "([{") - (character in ")]}")
+        if depth == 0 and line.startswith(", ", n):
+            items.append(line[start:n])
+            start = n + 2
+    return [*items, line[start:]]
+
+
+def heading(fig: plt.Figure, title: str, fontsize: float) -> None:
+    """A figure's heading over all its panels, centred on the figure and wrapped to its width
+    (an axes title is centred on the axes, which a y label shifts, and can run off the figure)."""
+    fig.suptitle(wrapped(title, fig.get_figwidth() * HEADING_WIDTH, fontsize), fontsize=fontsize)
 
 
 def _cell_edges(values: np.ndarray, log: bool) -> np.ndarray:
@@ -75,6 +115,7 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
     if sigma_star is None:
         pair = None
     repeated = "seed" in data and data["seed"].nunique() > 1
+    labelled = False            # the first lines drawn carry the legend's labels
     for r_i, rv in enumerate(row_values):
         for c_i, cv in enumerate(col_values):
             ax = axes[r_i, c_i]
@@ -83,17 +124,21 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
                 panel = panel[panel[rows] == rv]
             if cols:
                 panel = panel[panel[cols] == cv]
-            groups = [("all", panel)] if repeated else panel.groupby("run_id")
-            for n_run, (_, one) in enumerate(groups):
-                labelled = (r_i, c_i, n_run) == (0, 0, 0)
+            if panel.empty:         # a cell a partial run has not reached
+                ax.text(0.5, 0.5, "no runs yet", transform=ax.transAxes, ha="center", va="center", fontsize=7,
+                        color="0.4")
+            groups = [] if panel.empty else [("all", panel)] if repeated else panel.groupby("run_id")
+            for _, one in groups:
                 for v in range(k):
                     colour = OKABE_ITO[v % len(OKABE_ITO)]
-                    label = (rf"$\sigma^*$ = {sigma_star[v]:g}" if sigma_star is not None else f"{_ordinal(v + 1)} largest") if labelled else None
+                    label = None if labelled else (rf"$\sigma^*$ = {sigma_star[v]:g}" if sigma_star is not None
+                                                   else f"{_ordinal(v + 1)} largest")
                     step, mean, spread = _over_repetitions(one, f"sigma_{v}")
                     t = step * (one["lr"].iloc[0] if time == "lr" else 1.0)
                     ax.plot(t, mean, color=colour, lw=1.2, label=label)
                     if spread is not None:
                         ax.fill_between(t, mean - spread, mean + spread, color=colour, alpha=0.25, lw=0)
+                labelled = True
             for v in range(k if sigma_star is not None else 0):
                 ax.axhline(sigma_star[v], color=OKABE_ITO[v % len(OKABE_ITO)], ls=":", lw=0.8)
             if f is not None and pair is not None:
@@ -106,7 +151,7 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
             if c_i == 0:
                 ax.set_ylabel(ylabel, fontsize=8)
     fig.supxlabel(r"time $t = \eta \cdot$ step" if time == "lr" else "GD step", fontsize=9)
-    handles, labels = axes[0, 0].get_legend_handles_labels()
+    handles, labels = [sum(pairs, []) for pairs in zip(*(ax.get_legend_handles_labels() for ax in axes.flat))]
     if pair is not None:
         handles += [plt.Line2D([], [], color="0.3", ls="--"), plt.Line2D([], [], color="0.3", ls="-.")]
         labels += [rf"$f\sigma^*$ = {f * sigma_star[pair[0]]:g} (f = {f:g})",
@@ -120,8 +165,10 @@ def _legend_on_top(fig, handles: list, labels: list, seeds: int, title: str | No
     mean +- 1 std where there are several seeds."""
     if seeds > 1:
         handles, labels = [*handles, Patch(color="0.6", alpha=0.5)], [*labels, f"mean $\\pm$ 1 std over {seeds} seeds"]
-    fig.legend(handles, labels, loc="outside upper center", ncol=len(labels) if len(labels) <= 5 else math.ceil(len(labels) / 2),
-               fontsize=7, frameon=False, title=title, title_fontsize=9)
+    legend = fig.legend(handles, labels, loc="outside upper center",
+                        ncol=len(labels) if len(labels) <= 5 else math.ceil(len(labels) / 2), fontsize=7, frameon=False,
+                        title=wrapped(title, fig.get_figwidth() * HEADING_WIDTH, 9), title_fontsize=9)
+    legend.get_title().set_multialignment("center")
 
 
 def _ordinal(n: int) -> str:
@@ -137,10 +184,12 @@ def _over_repetitions(runs_steps: pd.DataFrame, column: str) -> tuple[np.ndarray
     return table.index.to_numpy(), table.mean(axis=1).to_numpy(), table.std(axis=1).to_numpy()
 
 
-def correlation_by_depth(runs: pd.DataFrame, baseline: str | None = None, width: float = SINGLE * 1.4) -> plt.Figure:
+def correlation_by_depth(runs: pd.DataFrame, baseline: str | None = None, width: float = SINGLE * 1.4,
+                         title: str | None = None) -> plt.Figure:
     """The final predictor's correlation with the labelling vector against depth, one line per
     sigma0, mean +- one standard deviation over seeds (the left panels of Gissin et al.'s Figures
-    6-7); a baseline column (e.g. `svm_correlation`, one value per seed) as a grey band."""
+    6-7); a baseline column (e.g. `svm_correlation`, one value per seed) as a grey band; under an
+    optional `title`."""
     fig, ax = plt.subplots(figsize=(width, 2.6), layout="constrained")
     for n, (sigma0, rows) in enumerate(sorted(runs.groupby("sigma0"), key=lambda item: -item[0])):
         stats = rows.groupby("depth")["correlation"].agg(["mean", "std"]).fillna(0.0)
@@ -155,14 +204,17 @@ def correlation_by_depth(runs: pd.DataFrame, baseline: str | None = None, width:
     ax.set_xticks(sorted(runs["depth"].unique()))
     ax.set_ylabel(r"correlation $\langle \beta, w^* \rangle / \|\beta\| \|w^*\|$", fontsize=8)
     ax.legend(fontsize=7, frameon=False)
+    if title:
+        heading(fig, title, 8)
     return fig
 
 
-def agreement_by_sparsity(runs: pd.DataFrame, width: float = SINGLE * 1.4) -> plt.Figure:
+def agreement_by_sparsity(runs: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> plt.Figure:
     """The agreement of the network's first s selected features with orthogonal matching
     pursuit's (`omp_agreement`) against the sparsity s, mean and +- one standard deviation over
-    seeds as a band, one line per (depth, sigma0) (Gissin et al.'s Figure 3). Runs that selected
-    no feature have no agreement and are left out (their count is in the legend)."""
+    seeds as a band, one line per (depth, sigma0) (Gissin et al.'s Figure 3), under an optional
+    `title`. Runs that selected no feature have no agreement and are left out (their count is in
+    the legend)."""
     fig, ax = plt.subplots(figsize=(width, 2.6), layout="constrained")
     for n, ((depth, sigma0), rows) in enumerate(runs.groupby(["depth", "sigma0"])):
         stats = rows.groupby("sparsity")["omp_agreement"].agg(["mean", "std"]).fillna({"std": 0.0})
@@ -176,6 +228,8 @@ def agreement_by_sparsity(runs: pd.DataFrame, width: float = SINGLE * 1.4) -> pl
     ax.set_ylabel("agreement with OMP\n" r"$|S_{\rm OMP} \cap S_{\rm net}| / \min$ size", fontsize=8)
     ax.set_ylim(0.0, 1.05)
     ax.legend(fontsize=7, frameon=False, loc="lower left")
+    if title:
+        heading(fig, title, 8)
     return fig
 
 
@@ -238,8 +292,9 @@ def pc_profile(spread: pd.DataFrame, hue: str = "depth", shown: int = 5, width: 
     axes[1, 0].set_ylabel("std over seeds", fontsize=8)
     fig.supxlabel(r"principal direction $j$ (by decreasing eigenvalue of $\Sigma_x$)", fontsize=9)
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside upper center", ncol=len(labels), fontsize=7, frameon=False,
-               title=title, title_fontsize=9)
+    legend = fig.legend(handles, labels, loc="outside upper center", ncol=len(labels), fontsize=7, frameon=False,
+                        title=wrapped(title, width * HEADING_WIDTH, 9), title_fontsize=9)
+    legend.get_title().set_multialignment("center")
     return fig
 
 
@@ -274,7 +329,9 @@ def pc_curves(traj: pd.DataFrame, runs: pd.DataFrame, directions: list[int], pre
     ax.set_xlabel("GD step $s$", fontsize=8)
     ax.set_ylabel(r"$\|w_j - w_j^{\rm opt}\|$ relative to step 0", fontsize=8)
     ax.tick_params(which="both", labelsize=7)
-    ax.legend(fontsize=7, frameon=False, title=title, title_fontsize=8, ncol=2)
+    ax.legend(fontsize=7, frameon=False, ncol=2)
+    if title:
+        heading(fig, title, 8)
     return fig
 
 
@@ -295,7 +352,9 @@ def pc_rates(rates: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None
     ax.set_xlabel(r"principal direction $j$ (by decreasing eigenvalue $\lambda_j$ of $\Sigma_x$)", fontsize=8)
     ax.set_ylabel("convergence rate along $j$\n(per GD step)", fontsize=8)
     ax.tick_params(which="both", labelsize=7)
-    ax.legend(fontsize=7, frameon=False, title=title, title_fontsize=8, loc="best")
+    ax.legend(fontsize=7, frameon=False, loc="best")
+    if title:
+        heading(fig, title, 8)
     return fig
 
 
@@ -317,7 +376,7 @@ def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], col
         ax.legend(fontsize=7, frameon=False)
     axes[0, 0].set_ylabel(OBSERVABLE_LABELS.get(column, column.replace("_", " ")) + "\nrelative to step 0", fontsize=8)
     if title:
-        fig.suptitle(title, fontsize=9)
+        heading(fig, title, 9)
     return fig
 
 
@@ -394,9 +453,9 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
     ax.set_ylabel(axis_label(y))
     ax.set_xlim(x_edges[0], x_edges[-1])
     ax.set_ylim(y_edges[0], y_edges[-1])
-    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize=7, frameon=False)
+    fig.legend(handles=legend, loc="outside lower center", ncol=2, fontsize=7, frameon=False)
     if title:
-        ax.set_title("\n".join(textwrap.fill(line, TITLE_CHARACTERS) for line in title.split("\n")), fontsize=9)
+        heading(fig, title, 9)
     return fig
 
 
@@ -423,7 +482,7 @@ def summary_lines(frame: pd.DataFrame, x: str, column: str, hue: str, levels: di
     ax.set_ylabel(_quantity_label(column), fontsize=8)
     ax.legend(fontsize=6.5, frameon=False, ncol=2, loc="best")
     if title:
-        ax.set_title("\n".join(textwrap.fill(line, TITLE_CHARACTERS) for line in title.split("\n")), fontsize=8)
+        heading(fig, title, 8)
     return fig
 
 
@@ -453,11 +512,22 @@ def neuron_q_contours(panels: list[tuple[str, np.ndarray, float]], extent: float
     return fig
 
 
-def save(figure: plt.Figure, paths) -> None:
-    """Write a figure to every path (PNG at 150 dpi, or PDF / SVG by suffix), then close it."""
-    for path in paths:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, dpi=150)
+def save(figure: plt.Figure, paths, keep_open: bool = False) -> None:
+    """Write a figure to every path (PNG at 150 dpi, or PDF / SVG by suffix), then close it
+    (unless `keep_open`). A path that cannot be written is a PlotError naming it."""
+    try:
+        for path in map(Path, paths):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                figure.savefig(path, dpi=150)
+            except OSError as err:
+                raise PlotError(f"{path}: cannot write the figure ({os.strerror(err.errno) if err.errno else err})") from None
+    finally:
+        if not keep_open:
+            plt.close(figure)
+
+
+def close(figure: plt.Figure) -> None:
     plt.close(figure)
 
 
@@ -509,10 +579,11 @@ def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarra
 # ----------------------------------------------------------------------------- threshold curves
 
 
-def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4) -> plt.Figure:
+def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> plt.Figure:
     """sigma0_th / sigma*_j against r on log axes, one colour per depth: measured (markers), the
     exact gradient-flow curve (line) and the Theorem 2 band [lower, valid upper] (shaded) --
-    exponential in 1/(r-1) at N = 2, polynomial for N >= 3 (Gissin et al. Theorem 2)."""
+    exponential in 1/(r-1) at N = 2, polynomial for N >= 3 (Gissin et al. Theorem 2); `title`
+    under the heading."""
     fig, ax = plt.subplots(figsize=(width, width * 0.85), layout="constrained")
     s, f = float(thresholds.s.iloc[0]), float(thresholds.f.iloc[0])
     r_dense = np.geomspace(max(1.02, thresholds.r.min() * 0.95), thresholds.r.max() * 1.05, 60)
@@ -530,7 +601,7 @@ def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4) -> p
     _clip_to_data(ax, thresholds.sigma0_th / thresholds.sigma_star_j)     # N = 2's lower bound: 1e-70
     ax.set_xlabel(axis_label("r"))
     ax.set_ylabel(r"threshold $\sigma_0^{th} / \sigma^*_j$")
-    ax.set_title(f"({s:g}, {f:g})-incremental learning", fontsize=9)
+    heading(fig, "\n".join(filter(None, [f"({s:g}, {f:g})-incremental learning", title])), 9)
     handles, labels = ax.get_legend_handles_labels()
     handles += [plt.Line2D([], [], color="0.3"), Patch(color="0.3", alpha=0.15)]
     labels += ["exact gradient flow", "Theorem 2 band"]
@@ -548,26 +619,26 @@ def _plain_ticks(axis, values) -> None:
         axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
-def lr_map(thresholds: pd.DataFrame, width: float = SINGLE * 1.4) -> plt.Figure:
+def lr_map(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> plt.Figure:
     """Threshold against learning rate at N = 2 with Theorem 3's bounds and the gradient-flow
-    limit, one colour per pair (Gissin et al. Theorem 3)."""
+    limit, one colour per pair (Gissin et al. Theorem 3); `title` under the heading."""
     rows = thresholds[thresholds.depth == 2]
     fig, ax = plt.subplots(figsize=(width, width * 0.85), layout="constrained")
     for p_i, ((i, j), pair) in enumerate(rows.groupby(["i", "j"])):
         colour = OKABE_ITO[p_i % len(OKABE_ITO)]
         pair = pair.sort_values("lr")
         ax.plot(pair.lr, pair.sigma0_th, "o-", color=colour, ms=4, lw=1, label=f"pair ({i}, {j}), r = {pair.r.iloc[0]:g}")
-        ax.fill_between(pair.lr, pair.thm3_lower, pair.thm3_upper, color=colour, alpha=0.15, lw=0)
+        ax.fill_between(pair.lr, pair.thm3_chain_lower, pair.thm3_upper, color=colour, alpha=0.15, lw=0)
         ax.axhline(pair.gf_exact.iloc[0], color=colour, ls="--", lw=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
     _clip_to_data(ax, rows.sigma0_th)
     ax.set_xlabel(axis_label("lr"))
     ax.set_ylabel(r"threshold $\sigma_0^{th}$")
-    ax.set_title("$N$ = 2, gradient descent", fontsize=9)
+    heading(fig, "\n".join(filter(None, ["$N$ = 2, gradient descent", title])), 9)
     handles, labels = ax.get_legend_handles_labels()
     handles += [plt.Line2D([], [], color="0.3", ls="--"), Patch(color="0.3", alpha=0.15)]
-    labels += ["gradient flow (exact)", "Theorem 3 band"]
+    labels += ["gradient flow (exact)", "Theorem 3 band (lower: its proof's chain)"]
     ax.legend(handles, labels, fontsize=7, frameon=False)
     return fig
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import tomllib
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,9 @@ import numpy as np
 
 from dlsweep import models
 from dlsweep.models.layers import SHAPE_RANGE
+from dlsweep.plan import grid_too_large
 from dlsweep.store import level_name
+from dlsweep.warning import DlsweepWarning
 
 DTYPES = ("float32", "float64")
 SCHEDULES = ("log", "linear")
@@ -120,11 +123,11 @@ def _plain(value: Any) -> Any:
 # ----------------------------------------------------------------------------- loading
 
 
-def check_counts(flags: Mapping[str, Any]) -> None:
-    """Counts given on the command line (--chunk-size, --shards, ...): each None or an integer >= 1."""
-    for flag, value in flags.items():
+def check_counts(counts: Mapping[str, Any]) -> None:
+    """Count parameters (chunk_size, shards, ...), by name: each None or an integer >= 1."""
+    for name, value in counts.items():
         if value is not None and (not isinstance(value, int) or value < 1):
-            raise SpecError(f"{flag}: expected an integer >= 1, got {value!r}")
+            raise SpecError(f"{name}={value!r}: expected an integer >= 1")
 
 
 def load(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
@@ -142,14 +145,15 @@ def load(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
     return resolve(raw, source=str(path), overridden=overridden)
 
 
-def apply_overrides(raw: dict, overrides: Sequence[str], path: Path | str) -> set[str]:
-    """Set dotted keys from `KEY=VALUE` strings (VALUE parsed as TOML, else a string)."""
-    overridden = set()
+def apply_overrides(raw: dict, overrides: Sequence[str], path: Path | str) -> dict[str, str]:
+    """Set dotted keys from `KEY=VALUE` strings (VALUE parsed as TOML, else a string); returns
+    each overridden key's override."""
+    overridden = {}
     for item in overrides:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise SpecError(f"{path}: --set {item!r}: expected KEY=VALUE, e.g. steps=20000")
+            raise SpecError(f"{path}: overrides=[{item!r}]: expected KEY=VALUE, e.g. steps=20000")
         try:
             value = tomllib.loads(f"v = {text.strip()}")["v"]
         except tomllib.TOMLDecodeError:
@@ -159,32 +163,35 @@ def apply_overrides(raw: dict, overrides: Sequence[str], path: Path | str) -> se
         for part in parts[:-1]:
             table = table.setdefault(part, {})
             if not isinstance(table, dict):
-                raise SpecError(f"{path}: --set {key}: {part!r} is not a table")
+                raise SpecError(f"{path}: overrides=[{item!r}]: {part!r} is not a table")
         table[parts[-1]] = value
-        overridden.add(key)
+        overridden[key] = item
     return overridden
 
 
 class _Where:
-    """Formats error locations: `file: key` (with `(--set)` for overridden keys)."""
+    """Formats error locations: `file: key`, with the override that set the key, if one did."""
 
-    def __init__(self, source: str, overridden: set[str]):
+    def __init__(self, source: str, overridden: Mapping[str, str]):
         self.source, self.overridden = source, overridden
 
     def error(self, key: str, message: str) -> SpecError:
-        related = (k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in self.overridden)
-        origin = " (from --set)" if any(related) else ""
+        related = [item for k, item in self.overridden.items()
+                   if k == key or k.startswith(key + ".") or key.startswith(k + ".")]
+        origin = f" (from overrides=[{related[0]!r}])" if related else ""
         return SpecError(f"{self.source}: key '{key}'{origin}: {message}")
 
 
-def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: set[str] = frozenset()) -> Sweep:
-    """Validate a raw spec mapping and fill in defaults."""
-    where = _Where(source, set(overridden))
+def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: Mapping[str, str] | None = None) -> Sweep:
+    """Validate a raw spec mapping and fill in defaults; `overridden`: key -> the override that
+    set it (`apply_overrides`), named in errors about that key."""
+    where = _Where(source, overridden or {})
     _reject_unknown(raw, TOP_LEVEL_KEYS, "", where)
 
     name = _required(raw, "name", where)
-    if not isinstance(name, str) or not name or "/" in name or name.startswith(".") or not name.isprintable():
-        raise where.error("name", f"expected a non-empty folder name of printable characters, without '/' "
+    if (not isinstance(name, str) or not name.strip() or "/" in name or name.startswith(".")
+            or not name.isprintable()):
+        raise where.error("name", f"expected a non-blank folder name of printable characters, without '/' "
                                   f"and not starting with '.', got {name!r}")
     model_name = _required(raw, "model", where)
     if not isinstance(model_name, str) or model_name not in models.FAMILIES:
@@ -224,6 +231,44 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: set[st
     if compare and family.baseline(task) is None:
         raise where.error("compare", f"model {model_name!r} with this task has no baseline to compare with")
     return Sweep(name, model_name, steps, dtype, seed, task, axes, record, stop, compare, source=source)
+
+
+def warn_if_seeds_identical(sweep: Sweep, model: Any, task: Mapping[str, Any]) -> None:
+    """A DlsweepWarning when the seed axis has several values over a model that, with this
+    sweep's settings, has no randomness, so every seed runs an identical copy: neither the data
+    it draws per seed (`draw`) nor its init depends on the random key, by the data flow of the
+    traced program (nothing is run). Traced at the first value of every axis: the models choose
+    what is random by their static settings (task, init), never by an axis value."""
+    import jax
+
+    seeds = sweep.axes.get("seed", ())
+    if len(seeds) < 2:
+        return
+    hp = {axis: np.asarray(values[0], np.int32 if axis in models.INTEGER_HPS else sweep.dtype)
+          for axis, values in sweep.axes.items()}
+    draw = getattr(model, "draw", None)
+
+    def drawn_and_init(key):
+        drawn = draw(key, task) if draw is not None else {}
+        return drawn, model.init(key, hp, {**task, **drawn})
+
+    if not _depends_on_input(jax.make_jaxpr(drawn_and_init)(jax.random.key(0)).jaxpr):
+        warnings.warn(f"{sweep.source}: key 'axes.seed': {len(seeds)} values, but model {sweep.model!r} with these "
+                      f"settings has the same data and the same init for every seed, so the {len(seeds)} seeds run "
+                      f"identical copies of every trajectory; drop the seed axis", DlsweepWarning, stacklevel=2)
+
+
+def _depends_on_input(jaxpr) -> bool:
+    """Whether any output of a traced program depends on its inputs: an operation with an
+    input-dependent operand makes all its results input-dependent (so a nested program counts
+    whole: conservative, never a false 'independent')."""
+    from jax.extend.core import Var
+
+    dependent = set(jaxpr.invars)
+    for eqn in jaxpr.eqns:
+        if any(isinstance(v, Var) and v in dependent for v in eqn.invars):
+            dependent.update(eqn.outvars)
+    return any(isinstance(v, Var) and v in dependent for v in jaxpr.outvars)
 
 
 def _reject_unknown(table: Mapping, allowed: Sequence[str], prefix: str, where: _Where) -> None:
@@ -290,7 +335,21 @@ def _axis_values(value: Any, axis: str, dtype: str, where: _Where) -> np.ndarray
     for i, v in enumerate(values):
         if not _is_number(v) or not math.isfinite(v):
             raise where.error(key, f"expected finite numbers, got {v!r} (entry {i})")
-    return _check_axis(axis, np.asarray(values), key, dtype, where)
+    return _distinct(_check_axis(axis, np.asarray(values), key, dtype, where), key, dtype, where)
+
+
+def _distinct(values: np.ndarray, key: str, dtype: str, where: _Where) -> np.ndarray:
+    """The axis values unless two are equal as the sweep computes them (float axes in its dtype):
+    a repeated value would run the same trajectories twice."""
+    computed = values if values.dtype.kind == "i" else values.astype(dtype)
+    _, first, counts = np.unique(computed, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        same = sorted(set(values[computed == computed[first[counts > 1][0]]].tolist()))
+        found = (f"duplicate value {same[0]!r}" if len(same) == 1 else
+                 f"values {' and '.join(map(repr, same))} are equal in {dtype}")
+        listed = f" (of {values.tolist()})" if len(values) <= 12 else ""
+        raise where.error(key, f"{found}{listed}: each value of an axis must differ")
+    return values
 
 
 def _axis_range(table: dict, key: str, where: _Where) -> list[float]:
@@ -305,6 +364,9 @@ def _axis_range(table: dict, key: str, where: _Where) -> list[float]:
     num = table.get("num")
     if not _is_int(num) or num < 1:
         raise where.error(f"{key}.num", f"expected an integer >= 1, got {num!r}")
+    too_large = grid_too_large({key.removeprefix("axes."): num})     # before the values exist
+    if too_large:
+        raise where.error(f"{key}.num", too_large)
     if kind == "logspace":
         return np.logspace(bounds[0], bounds[1], num).tolist()
     return np.linspace(bounds[0], bounds[1], num).tolist()

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 RUNS, TRAJECTORIES, CHUNKS = "runs", "trajectories", "chunks"
 MANIFEST, SPEC_FILE, SHARDS_FILE, LOCK = "manifest.json", "sweep.toml", "shards.json", ".lock"
 PLAN_KEYS = ("name", "model", "spec_hash", "n_runs", "chunk_size", "group", "n_chunks")
-RESUME = "run the sweep again on this folder (dlsweep run SPEC --out DIR) to resume"
+RESUME = "run the sweep again on this folder (out=DIR) to resume"
 
 
 class StoreError(RuntimeError):
@@ -540,12 +540,13 @@ def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], 
     return pd.DataFrame(runs), pd.DataFrame(trajectories)
 
 
-def load(folder: str | Path) -> pd.DataFrame:
-    """The runs table of a dataset (finished chunks), sorted by run_id, with tidy dtypes."""
-    frame = _read_parts(Path(folder), RUNS)
+def load(folder: str | Path, chunks=None, columns: list[str] | None = None) -> pd.DataFrame:
+    """The runs table of a dataset (finished chunks, or those of them in `chunks`; every column,
+    or those of `columns` present), sorted by run_id, with tidy dtypes."""
+    frame = _read_parts(Path(folder), RUNS, chunks, columns)
     ints = [c for c in frame.columns if c in ("run_id", *INTEGER_HPS, "steps_run") or c.startswith("hit_")]
     frame = frame.astype({c: "int64" for c in ints} | {c: "bool" for c in ("diverged", "converged") if c in frame})
-    return frame.sort_values("run_id", ignore_index=True)
+    return frame.sort_values("run_id", ignore_index=True) if "run_id" in frame else frame
 
 
 def load_trajectories(folder: str | Path) -> pd.DataFrame:
@@ -555,27 +556,21 @@ def load_trajectories(folder: str | Path) -> pd.DataFrame:
     return frame.sort_values(["run_id", "step"], ignore_index=True)
 
 
-def _read_parts(folder: Path, table: str) -> pd.DataFrame:
-    """The parts of `table` of the finished chunks, each checked against its record, concatenated."""
+def _read_parts(folder: Path, table: str, chunks=None, columns: list[str] | None = None) -> pd.DataFrame:
+    """The parts of `table` of the finished chunks (those of `chunks`), each checked against its
+    record, concatenated."""
     records = chunk_records(folder)
+    if chunks is not None:
+        records = {index: records[index] for index in chunks if index in records}
     if not records:
         raise StoreError(f"{folder}: no finished chunks in {table}/ (is this a dlsweep run folder?)")
-    return pd.concat([_read_checked(folder, table, index, record) for index, record in sorted(records.items())],
-                     ignore_index=True)
-
-
-def load_chunk(folder: str | Path, index: int, table: str = RUNS) -> pd.DataFrame:
-    """One finished chunk's part of `table`, checked against its record."""
-    folder = Path(folder)
-    record = chunk_records(folder).get(index)
-    if record is None:
-        raise StoreError(f"{folder}: chunk {index} is not finished")
-    return _read_checked(folder, table, index, record)
-
-
-def _read_checked(folder: Path, table: str, index: int, record: dict) -> pd.DataFrame:
-    data = _read_part(folder, table, index, record)
-    try:
-        return pq.read_table(io.BytesIO(data)).to_pandas()
-    except pa.ArrowException as err:
-        raise StoreError(damage_message(folder, folder / table / part_name(index), index, str(err))) from None
+    frames = []
+    for index, record in sorted(records.items()):
+        data = _read_part(folder, table, index, record)
+        try:
+            parquet = pq.ParquetFile(io.BytesIO(data))
+            kept = None if columns is None else [c for c in columns if c in parquet.schema_arrow.names]
+            frames.append(parquet.read(columns=kept).to_pandas())
+        except pa.ArrowException as err:
+            raise StoreError(damage_message(folder, folder / table / part_name(index), index, str(err))) from None
+    return pd.concat(frames, ignore_index=True)

@@ -57,9 +57,9 @@ def submit(spec: str | Path | Sweep, shards: int, executor: str = "local", out: 
     """Run a sweep as `shards` jobs sharing one dataset folder. Waits for the jobs (and raises if
     one failed) when `wait`, by default for the local executor only."""
     sweep = spec if isinstance(spec, Sweep) else api.spec_module.load(spec, overrides)
-    check_counts({"--shards": shards, "--chunk-size": chunk_size})
+    check_counts({"shards": shards, "chunk_size": chunk_size})
     if executor not in EXECUTORS:
-        raise SpecError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+        raise SpecError(f"executor={executor!r}: expected one of {', '.join(EXECUTORS)}")
     try:
         import submitit
     except ImportError:

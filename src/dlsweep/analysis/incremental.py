@@ -10,7 +10,9 @@ steps hf = hit_<i>_<100 f> and hs = hit_<j>_<100 s> (-1: not within the run):
 
 Undecided trajectories never move a threshold. The threshold of a cell (a value of every axis but
 sigma0) is the largest incremental sigma0 (THEORY.md 2.2: under GD the incremental set can be
-non-monotone near it, which the `monotone` column reports).
+non-monotone near it, with incremental islands above a non-incremental stretch, which the
+`monotone` column reports). A cell without a threshold, or whose threshold undecided trajectories
+could move, says why in `reason`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ INCREMENTAL, NOT_INCREMENTAL, UNDECIDED, DIVERGED = "incremental", "not incremen
 S_RANGE, F_RANGE = (0.0, 0.25), (0.75, 1.0)          # Definition 1 (and Theorem 3)
 LOG_FLOAT64_TINY = math.log(np.finfo(np.float64).tiny)
 THEORY_COLUMNS = ("gf_exact", "gf_exact_log10", "rel_error", "thm2_lower", "thm2_upper", "thm2_upper_valid",
-                  "thm2_printed_violated", "thm3_lower", "thm3_upper", "thm3_reason", "theory_note")
+                  "thm2_printed_violated", "thm3_chain_lower", "thm3_stated_lower", "thm3_upper", "thm3_reason",
+                  "theory_note")
 NOT_TOY = "these runs do not follow the toy model's dynamics (no theory)"
 
 
@@ -38,13 +41,13 @@ class ThresholdError(ValueError):
 def check_levels(s: float, f: float, levels) -> None:
     """s in (0, 1/4) and f in (3/4, 1) (Definition 1), both among the run's recorded levels."""
     if not S_RANGE[0] < s < S_RANGE[1]:
-        raise ThresholdError(f"--s {s:g}: Definition 1 needs s in (0, 0.25)")
+        raise ThresholdError(f"s={s:g}: Definition 1 needs s in (0, 0.25)")
     if not F_RANGE[0] < f < F_RANGE[1]:
-        raise ThresholdError(f"--f {f:g}: Definition 1 needs f in (0.75, 1)")
+        raise ThresholdError(f"f={f:g}: Definition 1 needs f in (0.75, 1)")
     names = {level_name(level) for level in levels}
-    for flag, value in (("--s", s), ("--f", f)):
+    for name, value in (("s", s), ("f", f)):
         if level_name(value) not in names:
-            raise ThresholdError(f"{flag} {value:g}: the run did not record this level; its levels are "
+            raise ThresholdError(f"{name}={value:g}: the run did not record this level; its levels are "
                                  f"{', '.join(f'{v:g}' for v in levels) or 'none'} (set [record] levels in the spec)")
 
 
@@ -58,7 +61,7 @@ def pairs_for(sigma_star, which: str | list[tuple[int, int]]) -> list[tuple[int,
             return [(a, b) for a, b in zip(order, order[1:]) if values[a] > values[b]]
         if which == "all":
             return [(a, b) for n, a in enumerate(order) for b in order[n + 1:] if values[a] > values[b]]
-        raise ThresholdError(f"--pairs {which!r}: expected adjacent, all, or pairs like 0-1,1-2")
+        raise ThresholdError(f"pairs={which!r}: expected 'adjacent', 'all', or a list of pairs like [(0, 1), (1, 2)]")
     for i, j in which:
         if not (0 <= i < len(values) and 0 <= j < len(values)):
             raise ThresholdError(f"pair {i}-{j}: the task has values 0..{len(values) - 1}")
@@ -103,7 +106,8 @@ def _interpolate(lo: float, hi: float, margin_lo: float, margin_hi: float) -> fl
 def grid_thresholds(table: pd.DataFrame, cell_columns: list[str]) -> pd.DataFrame:
     """Per cell and pair, from the sigma0 axis: the largest incremental sigma0 `bracket_lo`, the
     next decided (non-incremental) sigma0 `bracket_hi`, `sigma0_th` interpolated between them,
-    `monotone`, the counts of each status, and `status` (ok | below grid | above grid | undecided)."""
+    the counts of each status, `status` (ok | below grid | above grid | undecided), and `monotone`
+    and `reason` (`judge`)."""
     rows = []
     for key, group in table.groupby([*cell_columns, "i", "j"], sort=True, dropna=False):
         group = group.sort_values("sigma0")
@@ -113,7 +117,6 @@ def grid_thresholds(table: pd.DataFrame, cell_columns: list[str]) -> pd.DataFram
         row.update(
             n_incremental=int(flags.sum()), n_not_incremental=int((~flags).sum()),
             n_undecided=int((group.status == UNDECIDED).sum()), n_diverged=int((group.status == DIVERGED).sum()),
-            monotone=bool(np.all(flags[:-1] >= flags[1:])) if len(flags) else True,
             sigma0_th=math.nan, bracket_lo=math.nan, bracket_hi=math.nan)
         if not len(flags):
             row["status"] = "undecided"
@@ -129,7 +132,50 @@ def grid_thresholds(table: pd.DataFrame, cell_columns: list[str]) -> pd.DataFram
                 row.update(status="ok", bracket_lo=float(lo.sigma0), bracket_hi=float(hi.sigma0),
                            sigma0_th=_interpolate(lo.sigma0, hi.sigma0, lo.margin, hi.margin))
         rows.append(row)
-    return pd.DataFrame(rows)
+    return judge(pd.DataFrame(rows), table, cell_columns)
+
+
+# Why a cell has no threshold, or what could move its threshold (the `reason` column; "" for neither)
+ALL_DIVERGED = "every trajectory diverged (try a smaller lr)"
+NEVER_REACHED = "no trajectory reached either level within the run's steps (try more steps)"
+DIVERGED_OR_NEVER_REACHED = "every trajectory diverged or reached neither level within the run's steps"
+NONE_INCREMENTAL = "no incremental sigma0 on the grid (the threshold lies below it)"
+NONE_INCREMENTAL_UNDECIDED_BELOW = ("no decided sigma0 is incremental, and smaller ones are undecided or diverged "
+                                    "(the threshold may lie among them)")
+ALL_INCREMENTAL = "every decided sigma0 on the grid is incremental (the threshold lies above it)"
+STALLED = "undecided inside the bracket"          # a `status`: refinement found nothing decided there
+STALLED_REASON = "the refinement found only undecided or diverged sigma0 inside the bracket"
+MAY_BE_HIGHER = "undecided or diverged sigma0 above bracket_lo, so the threshold may lie higher"
+
+
+def judge(thresholds: pd.DataFrame, points: pd.DataFrame, cell_columns: list[str]) -> pd.DataFrame:
+    """`monotone` and `reason` of each row of a thresholds table, from every sigma0 evaluated on its
+    cell and pair: `points` has the columns of `decisions` (the run's trajectories, and any
+    refinement points after them). monotone: no incremental sigma0 lies above a non-incremental
+    one. reason: why a row without a threshold has none (the module's constants; below the grid,
+    whether undecided or diverged sigma0 lie below its smallest decided one, where the threshold
+    is), or, for a row with one, that an undecided or diverged sigma0 above bracket_lo could hide a
+    larger incremental one."""
+    keys = [*cell_columns, "i", "j"]
+    cells = {key: group for key, group in points.groupby(keys, sort=False, dropna=False)}
+    monotone, reasons = [], []
+    for row in thresholds.itertuples(index=False):
+        group = cells[tuple(getattr(row, k) for k in keys)].sort_values("sigma0", kind="stable")
+        decided = group[group.status.isin([INCREMENTAL, NOT_INCREMENTAL])]
+        flags = (decided.status == INCREMENTAL).to_numpy()
+        monotone.append(bool(np.all(flags[:-1] >= flags[1:])))
+        unknown = group[group.status.isin([UNDECIDED, DIVERGED])]
+        if row.status == "undecided":
+            reasons.append(ALL_DIVERGED if row.n_undecided == 0 else
+                           NEVER_REACHED if row.n_diverged == 0 else DIVERGED_OR_NEVER_REACHED)
+        elif row.status == "below grid":
+            reasons.append(NONE_INCREMENTAL_UNDECIDED_BELOW if (unknown.sigma0 < row.bracket_hi).any()
+                           else NONE_INCREMENTAL)
+        elif row.status in ("above grid", STALLED):
+            reasons.append(ALL_INCREMENTAL if row.status == "above grid" else STALLED_REASON)
+        else:
+            reasons.append(MAY_BE_HIGHER if (unknown.sigma0 > row.bracket_lo).any() else "")
+    return thresholds.assign(monotone=monotone, reason=reasons)
 
 
 def over_seeds(decided: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
@@ -156,18 +202,38 @@ def thresholds_over_seeds(table: pd.DataFrame, cells: list[str]) -> pd.DataFrame
     return summary.merge(table.groupby(keys, as_index=False)[theory_part].first(), on=keys) if theory_part else summary
 
 
-def bisect_update(lo: np.ndarray, hi: np.ndarray, mid: np.ndarray, status: np.ndarray):
-    """One vectorized bisection round: an incremental midpoint raises `lo`, a non-incremental one
-    lowers `hi`; an undecided midpoint stops that row (returned mask `stuck`)."""
-    incremental, not_incremental = status == INCREMENTAL, status == NOT_INCREMENTAL
-    return np.where(incremental, mid, lo), np.where(not_incremental, mid, hi), ~(incremental | not_incremental)
+SUBGRID_POINTS = 15      # sigma0 values per row and round of the refinement (`thresholds --method bisect`)
+
+
+def subgrid(lo, hi, points: int = SUBGRID_POINTS) -> np.ndarray:
+    """`points` sigma0 values per row strictly inside (lo, hi), evenly spaced in ln sigma0:
+    lo (hi/lo)^(k/(points + 1)), k = 1..points. Returns (rows, points)."""
+    lo, hi = np.asarray(lo, float)[:, None], np.asarray(hi, float)[:, None]
+    return lo * (hi / lo) ** (np.arange(1, points + 1) / (points + 1))
+
+
+def refine_update(lo: np.ndarray, points: np.ndarray, status: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One vectorized refinement round, per row: the largest incremental sigma0 among `lo` (known
+    incremental) and the row's `points` (rows, P) becomes the new lo, and the smallest
+    non-incremental point above it the new hi; undecided and diverged points move nothing. The
+    caller includes a known non-incremental upper end among the points (else the new hi is inf)."""
+    order = np.argsort(points, axis=1, kind="stable")
+    points, status = np.take_along_axis(points, order, 1), np.take_along_axis(status, order, 1)
+    columns = np.arange(points.shape[1])
+    last = np.where(status == INCREMENTAL, columns, -1).max(axis=1)
+    rows = np.arange(len(points))
+    new_lo = np.where(last >= 0, points[rows, np.maximum(last, 0)], lo)
+    above = (status == NOT_INCREMENTAL) & (columns > last[:, None])
+    new_hi = np.where(above.any(axis=1), points[rows, above.argmax(axis=1)], math.inf)
+    return new_lo, new_hi
 
 
 def theory_columns(table: pd.DataFrame, sigma_star, s: float, f: float, sigma_star_max: float) -> pd.DataFrame:
     """The theory of Gissin et al. beside each threshold row (needs `depth`; the toy's step `toy_lr`,
     or else `lr`, for Theorem 3): gf_exact (and its log10, exact also below the float range),
     Theorem 2 as printed and the valid N >= 3 upper bound, whether gf_exact breaks the printed bound,
-    Theorem 3 for GD at N = 2. A value below the float64 range is NaN with a `theory_note`, never 0;
+    Theorem 3 for GD at N = 2 (the lower bound of its proof's chain and the one it states,
+    `theory.thm3_bounds`). A value below the float64 range is NaN with a `theory_note`, never 0;
     a row whose `toy_lr` is NaN (a model that does not follow the toy's dynamics there) gets only
     the note."""
     gf_cache: dict = {}
@@ -194,16 +260,17 @@ def theory_columns(table: pd.DataFrame, sigma_star, s: float, f: float, sigma_st
         gf, lower, upper, valid = (_from_log(v, name, notes) for v, name in
                                    zip((log_th, *log_bounds), ("gf_exact", "thm2_lower", "thm2_upper", "thm2_upper_valid")))
         if depth == 2 and not math.isnan(lr):
-            t3_lower, t3_upper, reason = theory.thm3_bounds(si, sj, sigma_star_max, lr, s, f)
+            t3 = theory.thm3_bounds(si, sj, sigma_star_max, lr, s, f)
         else:
-            t3_lower, t3_upper, reason = math.nan, math.nan, "Theorem 3 is for gradient descent at N = 2"
+            t3 = theory.Theorem3Bounds(math.nan, math.nan, math.nan, "Theorem 3 is for gradient descent at N = 2")
         out.append({
             "gf_exact": gf,
             "gf_exact_log10": log_th / math.log(10) if log_th > -math.inf else -math.inf,
             "rel_error": row.sigma0_th / gf - 1 if gf > 0 else math.nan,
             "thm2_lower": lower, "thm2_upper": upper, "thm2_upper_valid": valid,
             "thm2_printed_violated": bool(depth >= 3 and log_th > log_bounds[1]),
-            "thm3_lower": t3_lower, "thm3_upper": t3_upper, "thm3_reason": reason,
+            "thm3_chain_lower": t3.chain_lower, "thm3_stated_lower": t3.stated_lower, "thm3_upper": t3.upper,
+            "thm3_reason": t3.reason,
             "theory_note": "; ".join(notes),
         })
     return pd.concat([table.reset_index(drop=True), pd.DataFrame(out, columns=list(THEORY_COLUMNS))], axis=1)

@@ -25,6 +25,7 @@ finding in ln sigma0.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from scipy import integrate, optimize, special
@@ -187,36 +188,52 @@ def thm2_upper_valid(r: float, s: float, f: float, depth: float, sigma_star_j: f
 # ----------------------------------------------------------------------------- Theorem 3 (GD, N = 2)
 
 
+class Theorem3Bounds(NamedTuple):
+    """Theorem 3's bounds on sigma0_th (NaN where its conditions fail; `reason` says which)."""
+
+    chain_lower: float      # what the proof's chain of inequalities gives
+    stated_lower: float     # the lower bound as the theorem states it: chain_lower 2^(1/(A-1))
+    upper: float
+    reason: str
+
+
 def thm3_bounds(sigma_star_i: float, sigma_star_j: float, sigma_star_max: float, lr: float, s: float,
-                f: float) -> tuple[float, float, str]:
-    """Theorem 3 of Gissin et al. for gradient descent at N = 2 (THEORY.md 2.4): (lower, upper,
-    reason). The lower bound is the one the proof chain gives,
-    s*_j [(1-f)/(r f) (s/(2(1-s)))^A]^(1/(A-1)); upper s*_j [(1-f)/f (s/(1-s))^B]^(1/(B-1)),
-    with eta = c / s*_1 and R = s*/s*_1. A bound is NaN where the theorem's conditions fail
-    (c >= 2(sqrt 2 - 1), A <= 1, B <= 1, or the bound above s*_j / 2), and `reason` says which."""
+                f: float) -> Theorem3Bounds:
+    """Theorem 3 of Gissin et al. for gradient descent at N = 2 (THEORY.md 2.4), with eta = c / s*_1,
+    R = s* / s*_1 and r = s*_i / s*_j:
+
+        chain_lower   s*_j [(1-f)/(r f) (s/(2(1-s)))^A]^(1/(A-1))     (Appendix B's sufficient condition)
+        stated_lower  (1/2) s*_j [(1-f)/(r f) (s/(1-s))^A]^(1/(A-1))  (the theorem's statement)
+        upper         s*_j [(1-f)/f (s/(1-s))^B]^(1/(B-1))            (both: the necessary condition)
+
+    The proof replaces (s*_j - sigma0)^(A-1) by (s*_j/2)^(A-1) using s*_j >= 2 sigma0; the statement
+    moves only one factor 1/2 out of the bracket, so it exceeds the chain's bound by 2^(1/(A-1)) and
+    is not implied by the proof (it held in every GD check of THEORY.md 4.3). A bound is NaN where the
+    theorem's conditions fail: c >= 2(sqrt 2 - 1), A <= 1 (lower), B <= 1 (upper), or a bound above
+    s*_j / 2 (outside sigma0 <= s*_j / 2)."""
     c = lr * sigma_star_max
     if c >= SQRT2_BOUND:
-        return math.nan, math.nan, f"c = eta s*_1 = {c:.4g} >= 2(sqrt2 - 1)"
+        return Theorem3Bounds(math.nan, math.nan, math.nan, f"c = eta s*_1 = {c:.4g} >= 2(sqrt2 - 1)")
     r = sigma_star_i / sigma_star_j
     ri, rj = sigma_star_i / sigma_star_max, sigma_star_j / sigma_star_max
     a = math.log(1 - c * ri + c**2 * ri**2) / math.log(1 - c * rj - c**2 / 4 * rj**2)
     b = math.log(1 - c * ri - c**2 / 4 * ri**2) / math.log(1 - c * rj + c**2 * rj**2)
     reasons = []
-    lower = upper = math.nan
+    bounds = dict.fromkeys(("chain lower", "stated lower", "upper"), math.nan)
     if a > 1:
-        lower = sigma_star_j * ((1 - f) / (r * f) * (s / (2 * (1 - s))) ** a) ** (1 / (a - 1))
+        bounds["chain lower"] = sigma_star_j * ((1 - f) / (r * f) * (s / (2 * (1 - s))) ** a) ** (1 / (a - 1))
+        bounds["stated lower"] = sigma_star_j / 2 * ((1 - f) / (r * f) * (s / (1 - s)) ** a) ** (1 / (a - 1))
     else:
         reasons.append(f"A = {a:.4g} <= 1 (no lower bound)")
     if b > 1:
-        upper = sigma_star_j * ((1 - f) / f * (s / (1 - s)) ** b) ** (1 / (b - 1))
+        bounds["upper"] = sigma_star_j * ((1 - f) / f * (s / (1 - s)) ** b) ** (1 / (b - 1))
     else:
         reasons.append(f"B = {b:.4g} <= 1 (no upper bound)")
-    for name, value in (("lower", lower), ("upper", upper)):
+    for name, value in bounds.items():
         if value > sigma_star_j / 2:
             reasons.append(f"{name} bound {value:.4g} > s*_j/2, outside the theorem's range")
-    lower = lower if lower <= sigma_star_j / 2 else math.nan
-    upper = upper if upper <= sigma_star_j / 2 else math.nan
-    return lower, upper, "; ".join(reasons)
+            bounds[name] = math.nan
+    return Theorem3Bounds(bounds["chain lower"], bounds["stated lower"], bounds["upper"], "; ".join(reasons))
 
 
 # ============================================================================= deep linear regression

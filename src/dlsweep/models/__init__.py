@@ -96,6 +96,7 @@ FAMILIES: dict[str, Family] = {
         optional_axes=("shape",),
         observed=r"singular values $\sigma_i(W)$",
         targets=tasks.targets_if_all_observed,
+        toy_lr=matrix_sensing.toy_lr,
     ),
     "quadratic": Family(
         name="quadratic",

@@ -22,6 +22,8 @@ depth in (a Python integer), only the first N layers are multiplied.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -121,6 +123,30 @@ class MatrixSensing:
             return jnp.linalg.norm(w - w_anchor) + slack * (jnp.linalg.norm(w) + jnp.linalg.norm(w_anchor))
 
         return drift
+
+
+def toy_lr(task: dict, cell: Mapping[str, float]) -> float | None:
+    """The toy model's step (models/toy.py) whose GD this model's equals on a cell of axis values,
+    or None where it follows other dynamics. With the population loss, the identity init at shape 0
+    (every layer a I, a = sigma0^(1/N)) and W* = diag(sigma*, 0, ...), every layer stays the same
+    diagonal matrix diag(a_i): the gradient of 1/(2N) ||W_N ... W_1 - W*||_F^2 in layer n is
+    (1/N) diag(a^(N-1) (a^N - w*)), so a_i <- a_i + (eta/N) a_i^(N-1) (w*_i - a_i^N), the toy's eq. 9
+    at the same step eta (the toy's 1/(2N^2) loss on one shared weight has the same gradient).
+
+    The observed values are the singular values a_i^N sorted, so they are the toy's values in the
+    order of their targets (listed non-increasing) while GD keeps that order. Lemma 1's step,
+    eta <= sigma*_max^(2/N - 2), keeps it: the map a -> a + (eta/N) a^(N-1) (w* - a^N) is then
+    increasing in a below the target and in w*, so the values with targets above sigma0 grow
+    without overshoot and stay in order, while those with targets below sigma0 (and the zeros of
+    W*'s diagonal) stay in [0, sigma0] (for sigma0 <= sigma*_max). Every pair with s sigma*_j <=
+    sigma0 is not incremental in both models (sigma_j starts at its level), whatever the order of
+    the rest; so the models decide every trajectory alike and have the same thresholds."""
+    sigma_star = [float(v) for v in task["sigma_star"]]
+    if (task["init"] != "identity" or task["measurements"] > 0 or cell.get("shape", 0.0) != 0.0
+            or sigma_star != sorted(sigma_star, reverse=True)):
+        return None
+    depth, lr = float(cell["depth"]), float(cell["lr"])
+    return lr if lr <= max(sigma_star) ** (2.0 / depth - 2.0) else None
 
 
 def statistic(d: int, measurements: int) -> str:
