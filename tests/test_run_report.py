@@ -125,20 +125,12 @@ def test_chunk_size_cut_by_the_leading_axis_says_so():
     axes = {"depth": np.array([1, 2]), "sigma0": np.geomspace(1e-3, 1e-1, 300), "lr": np.array([1e-3])}
     group = grid.aligned_group(axes)
     manifest = {"chunk_size": 500, "n_runs": 600, "group": group}
-    notes = plan.chunk_size_notes(500, manifest, Path("runs/x"), grid.chunks(600, 500, group), axes, seed_cycle=1)
+    notes = plan.chunk_size_notes(500, manifest, Path("runs/x"), grid.chunks(600, 500, group), axes)
     assert notes == ["chunk_size=500 gives chunks of at most 300: chunks never straddle two values of depth "
                      "(300 trajectories each), so depth enters the program as one value per chunk"]
-    assert plan.chunk_size_notes(None, manifest, Path("runs/x"), grid.chunks(600, 500, group), axes, 1) == []
+    assert plan.chunk_size_notes(None, manifest, Path("runs/x"), grid.chunks(600, 500, group), axes) == []
     fits = {"chunk_size": 300, "n_runs": 600, "group": group}
-    assert plan.chunk_size_notes(300, fits, Path("runs/x"), grid.chunks(600, 300, group), axes, 1) == []
-
-
-def test_chunk_size_that_cuts_the_seed_cycle_says_so():
-    axes = {"depth": np.array([1]), "sigma0": np.array([1e-3, 1e-2]), "lr": np.array([1e-3]), "seed": np.arange(3)}
-    manifest = {"chunk_size": 5, "n_runs": 6, "group": 6}
-    notes = plan.chunk_size_notes(5, manifest, Path("runs/x"), grid.chunks(6, 5), axes, seed_cycle=3)
-    assert notes == ["chunk_size=5 cuts the cycle of 3 seeds: each trajectory draws its own copy of the data "
-                     "instead of one per seed (a multiple of 3 avoids it)"]
+    assert plan.chunk_size_notes(300, fits, Path("runs/x"), grid.chunks(600, 300, group), axes) == []
 
 
 # ----------------------------------------------------------------------------- how the trajectories ended

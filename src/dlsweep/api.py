@@ -170,7 +170,7 @@ def plan_run(spec: str | Path | Sweep, out: str | Path | None = None, overrides:
     else:
         finished, source = store.finished_chunks(folder), "fixed by the folder"
     chunks = grid.chunks(flat.size, manifest["chunk_size"], manifest["group"])
-    for note in chunk_size_notes(chunk_size, manifest, folder, chunks, sweep.axes, seed_cycle(sweep, program)):
+    for note in chunk_size_notes(chunk_size, manifest, folder, chunks, sweep.axes):
         warnings.warn(note, DlsweepWarning, stacklevel=2)
     constant = grid.constant_axes(sweep.axes, manifest["group"] < flat.size)
     return Plan(folder=folder, name=sweep.name, model=sweep.model, dtype=sweep.dtype, steps=sweep.steps,
@@ -215,7 +215,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
         manifest = store.start(folder, sweep, manifest, shard)
         group = manifest["group"]
         plan = grid.chunks(flat.size, manifest["chunk_size"], group)
-        for note in chunk_size_notes(chunk_size, manifest, folder, plan, sweep.axes, seed_cycle(sweep, program)):
+        for note in chunk_size_notes(chunk_size, manifest, folder, plan, sweep.axes):
             warnings.warn(note, DlsweepWarning, stacklevel=2)
         finished = _verified_chunks(folder, manifest, plan)
         todo = _chunks_to_run(plan, finished, shard, max_chunks)

@@ -63,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a spec key (TOML value), e.g. --set steps=20000 --set axes.lr=[1e-3]")
     run.add_argument("--out", help="dataset folder (default runs/<name>)")
-    run.add_argument("--chunk-size", type=int, help="trajectories per compiled call (default: from a memory estimate)")
+    run.add_argument("--chunk-size", type=int, help="trajectories per compiled call (default: from a memory estimate); "
+                     "each call computes whole blocks of 64 trajectories, so a smaller size costs as much as 64")
     run.add_argument("--max-chunks", type=int, help="stop after this many chunks; run again to fill the rest")
     run.add_argument("--overwrite", action="store_true", help="empty the folder and start over")
     run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")

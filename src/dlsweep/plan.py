@@ -197,28 +197,23 @@ class Plan:
 
 
 def chunk_size_notes(requested: int | None, manifest: Mapping, folder: Path, chunks: list,
-                     axes: Mapping[str, np.ndarray], seed_cycle: int) -> list[str]:
+                     axes: Mapping[str, np.ndarray]) -> list[str]:
     """One line for each way a chunk size given is not used as given, and why: a folder keeps the
     chunk size it was started with (the first shard's, for shards); chunks never straddle two
-    values of the leading axis when the plan follows it (`grid.aligned_group`); a size that cuts
-    the seed cycle of a model drawing data per seed draws it per trajectory instead."""
+    values of the leading axis when the plan follows it (`grid.aligned_group`)."""
     if requested is None:
         return []
     size = manifest["chunk_size"]
     if size != requested:
         return [f"chunk_size={requested} ignored: {folder} was started with chunks of {size}, which fix its chunk "
                 "plan when resumed (start over with overwrite=True to change it)"]
-    notes = []
     largest = max(c.stop - c.start for c in chunks)
     if largest < min(requested, manifest["n_runs"]):
         leading = next(iter(axes))
-        notes.append(f"chunk_size={requested} gives chunks of at most {largest}: chunks never straddle two values of "
-                     f"{leading} ({manifest['group']} trajectories each), so {leading} enters the program as one value "
-                     "per chunk")
-    if seed_cycle > 1 and size % seed_cycle:
-        notes.append(f"chunk_size={requested} cuts the cycle of {seed_cycle} seeds: each trajectory draws its own "
-                     f"copy of the data instead of one per seed (a multiple of {seed_cycle} avoids it)")
-    return notes
+        return [f"chunk_size={requested} gives chunks of at most {largest}: chunks never straddle two values of "
+                f"{leading} ({manifest['group']} trajectories each), so {leading} enters the program as one value "
+                "per chunk"]
+    return []
 
 
 @dataclasses.dataclass(frozen=True)
