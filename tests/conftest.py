@@ -134,6 +134,19 @@ def long_spec(tmp_path_factory) -> Path:
     return spec_file(tmp_path_factory, LONG)
 
 
+def run_main(capsys, *args) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `dlsweep ARGS` run in this process."""
+    from dlsweep import cli
+
+    code = cli.main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def warning_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("dlsweep: warning: ")]
+
+
 def wait_for(proc: subprocess.Popen, condition, what: str, timeout: float = 90) -> None:
     """Poll `condition()` while `proc` runs; fail (and kill it) if it exits first or time runs out."""
     deadline = time.monotonic() + timeout

@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import CLI, LONG_CHUNK, SMALL_CHUNK
-from dlsweep import cli, grid, interrupt, plan, store
+from conftest import CLI, LONG_CHUNK, SMALL_CHUNK, run_main, warning_lines
+from dlsweep import grid, interrupt, plan, store
 
 
 N_SMALL = 12              # conftest.SMALL: depth 3 x sigma0 4 x lr 1
@@ -59,16 +59,6 @@ def flip_a_byte(path: Path) -> None:
 
 
 DAMAGES = {"truncated": truncate, "zero bytes": empty, "one byte changed": flip_a_byte}
-
-
-def run_main(capsys, *args) -> tuple[int, str, str]:
-    code = cli.main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def warning_lines(err: str) -> list[str]:
-    return [line for line in err.splitlines() if line.startswith("dlsweep: warning: ")]
 
 
 # ----------------------------------------------------------------------------- damaged parts

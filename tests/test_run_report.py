@@ -10,21 +10,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from conftest import SMALL_CHUNK
-from dlsweep import api, cli, grid, plan, spec, store
+from conftest import SMALL_CHUNK, run_main, warning_lines
+from dlsweep import api, grid, plan, spec, store
 
 N_SMALL = 12                            # conftest.SMALL: depth 3 x sigma0 4 x lr 1
 N_SMALL_CHUNKS = N_SMALL // SMALL_CHUNK
-
-
-def run_main(capsys, *args) -> tuple[int, str, str]:
-    code = cli.main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def warning_lines(err: str) -> list[str]:
-    return [line for line in err.splitlines() if line.startswith("dlsweep: warning: ")]
 
 
 # ----------------------------------------------------------------------------- size first
