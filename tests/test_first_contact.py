@@ -200,7 +200,7 @@ def test_list_shows_every_reproduction_with_its_measured_times(capsys):
     assert code == 0
     for repro in reproduce.REPRODUCTIONS.values():
         assert repro.quick_seconds is not None and repro.quick_seconds > 0, repro.name    # each one measured
-        assert repro.full_seconds is None or repro.full_seconds >= repro.quick_seconds, repro.name
+        assert repro.full_seconds is None or repro.full_seconds > 0, repro.name
         assert repro.timing() in out
     assert reproduce.REFERENCE_CPU in out
     assert "full size not measured" in out                                 # the 100-seed gissin-fig3
