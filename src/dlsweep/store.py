@@ -27,7 +27,6 @@ import platform
 import re
 import shutil
 import time
-import tomllib
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,7 +52,6 @@ class StoreError(RuntimeError):
     """A dataset folder that cannot be written or read as asked; the message says why and what to do."""
 
 
-PART_PATTERN = re.compile(r"part-(\d+)\.parquet")
 RECORD_PATTERN = re.compile(r"(\d+)\.json")
 
 
@@ -111,6 +109,10 @@ def write_file(path: Path, data: bytes, exclusive: bool = False, hint: str = "")
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
+
+
+def _json_bytes(value) -> bytes:
+    return (json.dumps(value, indent=2) + "\n").encode()
 
 
 def _parquet_bytes(frame: pd.DataFrame) -> bytes:
@@ -323,12 +325,11 @@ def start(folder: Path, sweep: Sweep, manifest: dict, shard: tuple[int, int] | N
     Then the resolved spec and the part folders. Idempotent, so a resume repairs a start that was
     cut short. Shards of one folder must agree on N (else they would compute chunks twice): the
     first shard fixes N in `shards.json`."""
-    plan = {key: manifest[key] for key in manifest if key != "rebuilt"}
-    data = (json.dumps(plan, indent=2) + "\n").encode()
+    in_force = {key: value for key, value in manifest.items() if key != "rebuilt"}
     if manifest.get("rebuilt"):
-        write_file(folder / MANIFEST, data)
-    elif not write_file(folder / MANIFEST, data, exclusive=True):
-        manifest = read_manifest(folder)
+        write_file(folder / MANIFEST, _json_bytes(in_force))
+    elif not write_file(folder / MANIFEST, _json_bytes(in_force), exclusive=True):
+        in_force = read_manifest(folder)
     write_file(folder / SPEC_FILE, sweep.to_toml().encode())
     for sub in (RUNS, TRAJECTORIES, CHUNKS):
         (folder / sub).mkdir(exist_ok=True)
@@ -338,7 +339,7 @@ def start(folder: Path, sweep: Sweep, manifest: dict, shard: tuple[int, int] | N
         if fixed != shard[1]:
             raise StoreError(f"{folder} is being filled by {fixed} shards, not {shard[1]}; "
                              f"use shard K/{fixed} or a plain run")
-    return {key: manifest[key] for key in manifest if key != "rebuilt"}
+    return in_force
 
 
 def write_table(path: Path, frame: pd.DataFrame, hint: str = "") -> None:
@@ -361,31 +362,31 @@ def write_chunk(folder: Path, chunk_index: int, runs: pd.DataFrame, trajectories
         write_file(folder / table / part_name(chunk_index), data, hint=hint)
         parts[table] = _part_record(data, len(frame))
     record = {**record, "parts": parts}
-    write_file(folder / CHUNKS / record_name(chunk_index), (json.dumps(record, indent=2) + "\n").encode(), hint=hint)
+    write_file(folder / CHUNKS / record_name(chunk_index), _json_bytes(record), hint=hint)
     return record
+
+
+def _checked_part(folder: Path, table: str, index: int, record: dict) -> tuple[bytes, str | None]:
+    """A part's bytes and why they are not the part its chunk's record describes (missing,
+    truncated, emptied or changed; None when they are)."""
+    expected = record.get("parts", {}).get(table, {})
+    try:
+        data = (folder / table / part_name(index)).read_bytes()
+    except OSError as err:
+        return b"", err.strerror or str(err)
+    if len(data) != expected.get("bytes"):
+        return data, f"{len(data)} bytes, {expected.get('bytes')} written"
+    if zlib.crc32(data) != expected.get("crc32"):
+        return data, "its CRC-32 differs from the one written"
+    return data, None
 
 
 def _read_part(folder: Path, table: str, index: int, record: dict) -> bytes:
     """A part's bytes, checked against its chunk's record; a StoreError names a damaged part."""
-    path = folder / table / part_name(index)
-    expected = record.get("parts", {}).get(table, {})
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise StoreError(damage_message(folder, path, index, err.strerror or str(err))) from None
-    problem = _mismatch(data, expected)
+    data, problem = _checked_part(folder, table, index, record)
     if problem:
-        raise StoreError(damage_message(folder, path, index, problem))
+        raise StoreError(damage_message(folder, folder / table / part_name(index), index, problem))
     return data
-
-
-def _mismatch(data: bytes, expected: dict) -> str | None:
-    """Why `data` is not the part its record describes (None if it is)."""
-    if len(data) != expected.get("bytes"):
-        return f"{len(data)} bytes, {expected.get('bytes')} written"
-    if zlib.crc32(data) != expected.get("crc32"):
-        return "its CRC-32 differs from the one written"
-    return None
 
 
 def damage_message(folder: Path, path: Path, index: int, why: str) -> str:
@@ -393,21 +394,15 @@ def damage_message(folder: Path, path: Path, index: int, why: str) -> str:
             "and keeps the others")
 
 
-def damaged_chunks(folder: str | Path, chunks=None) -> dict[int, str]:
-    """index -> what is wrong, for the finished chunks (or those of `chunks`) whose parts do not
-    match their records: missing, truncated, emptied or changed."""
+def damaged_chunks(folder: str | Path) -> dict[int, str]:
+    """index -> what is wrong, for the finished chunks whose parts do not match their records."""
     folder = Path(folder)
-    records = chunk_records(folder)
     damaged = {}
-    for index in sorted(records if chunks is None else set(chunks) & set(records)):
+    for index, record in sorted(chunk_records(folder).items()):
         for table in (TRAJECTORIES, RUNS):
-            path = folder / table / part_name(index)
-            try:
-                problem = _mismatch(path.read_bytes(), records[index].get("parts", {}).get(table, {}))
-            except OSError as err:
-                problem = err.strerror or str(err)
+            problem = _checked_part(folder, table, index, record)[1]
             if problem:
-                damaged[index] = f"{path.relative_to(folder)}: {problem}"
+                damaged[index] = f"{table}/{part_name(index)}: {problem}"
                 break
     return damaged
 
@@ -440,7 +435,7 @@ def adopt_parts(folder: Path, manifest: dict, chunks) -> list[int]:
             continue
         record = {"runs": [chunk.start, chunk.stop], "adopted": True, "plan": plan_of(manifest),
                   "parts": {t: _part_record(data[t], tables[t].num_rows) for t in tables}}
-        write_file(folder / CHUNKS / record_name(chunk.index), (json.dumps(record, indent=2) + "\n").encode())
+        write_file(folder / CHUNKS / record_name(chunk.index), _json_bytes(record))
         adopted.append(chunk.index)
     return adopted
 
@@ -448,14 +443,6 @@ def adopt_parts(folder: Path, manifest: dict, chunks) -> list[int]:
 def plan_of(manifest: dict) -> dict:
     """The part of a manifest that a chunk record carries, enough to rebuild the manifest."""
     return {key: manifest[key] for key in PLAN_KEYS}
-
-
-def spec_name_and_model(folder: Path) -> tuple[str, str] | None:
-    """(name, model) from a folder's sweep.toml, or None."""
-    with contextlib.suppress(OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-        spec = tomllib.loads((folder / SPEC_FILE).read_text())
-        return str(spec.get("name")), str(spec.get("model"))
-    return None
 
 
 def completeness(folder: str | Path) -> tuple[int, int]:
