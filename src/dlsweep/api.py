@@ -145,6 +145,13 @@ def _chunks_to_run(plan: list[grid.Chunk], finished: set[int], shard: tuple[int,
     return todo if max_chunks is None else todo[:max_chunks]
 
 
+def _fresh_manifest(sweep: Sweep, program: engine.Program, flat: grid.Grid, task: dict, chunk_size: int | None,
+                    group: int) -> dict:
+    """The manifest of a new run folder: its chunk plan, of `chunk_size` or the default chunk size."""
+    size = chunk_size or default_chunk_size(program, group, list(flat.columns), task, seed_cycle(sweep, program))
+    return store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size, group)), group)
+
+
 def plan_run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
              chunk_size: int | None = None, overwrite: bool = False, max_chunks: int | None = None,
              shard: tuple[int, int] | None = None) -> Plan:
@@ -164,8 +171,7 @@ def plan_run(spec: str | Path | Sweep, out: str | Path | None = None, overrides:
                       DlsweepWarning, stacklevel=2)
         manifest = None
     if manifest is None:
-        size = chunk_size or default_chunk_size(program, group, list(flat.columns), task, seed_cycle(sweep, program))
-        manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size, group)), group)
+        manifest = _fresh_manifest(sweep, program, flat, task, chunk_size, group)
         finished, source = set(), "given" if chunk_size else "from the memory estimate"
     else:
         finished, source = store.finished_chunks(folder), "fixed by the folder"
@@ -198,7 +204,6 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     disk) and, where no progress bar shows an ETA, one after the first chunk. A chunk size not
     used as given, and a sizeable share of diverged trajectories, are DlsweepWarnings."""
     sweep, folder, program, flat, task = _prepared(spec, out, overrides, chunk_size, max_chunks, overwrite, shard)
-    hp_names = list(flat.columns)
     group = chunk_group(sweep, program)
     if say is not None:
         n_chunks = len(grid.chunks(flat.size, chunk_size or engine.max_chunk(), group))
@@ -207,8 +212,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     with store.locked(folder, shard):
         manifest = store.prepare(folder, sweep, overwrite)
         if manifest is None:
-            size = chunk_size or default_chunk_size(program, group, hp_names, task, seed_cycle(sweep, program))
-            manifest = store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size, group)), group)
+            manifest = _fresh_manifest(sweep, program, flat, task, chunk_size, group)
         elif manifest.get("rebuilt"):
             warnings.warn(f"{folder / store.MANIFEST} was missing or damaged; rebuilt from the chunk records",
                           DlsweepWarning, stacklevel=2)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import os
 import time
 from pathlib import Path
