@@ -10,6 +10,7 @@ import platform
 import shlex
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -146,8 +147,13 @@ def machine_info(module: str = "benchmarks") -> dict[str, str]:
 
 
 def command_line(module: str = "benchmarks") -> str:
-    """The command as it was typed (`python -m <module> ...`), as near as Python can tell (taskset
-    is not visible from inside, so it is added when the affinity is a single core)."""
+    """The command as it was typed (`python -m <module> ...`), as near as Python can tell: the
+    module Python ran when it is one of this package (so a section run by `python -m benchmarks`
+    shows that command), else `module`; taskset is not visible from inside, so it is added when
+    the affinity is a single core."""
+    script = Path(sys.argv[0])
+    if script.parent == Path(__file__).parent and script.suffix == ".py":
+        module = "benchmarks" if script.stem == "__main__" else f"benchmarks.{script.stem}"
     args = " ".join(shlex.quote(a) for a in sys.argv[1:])
     cmd = f"python -m {module} {args}".strip()
     if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) == 1:

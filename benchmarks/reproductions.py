@@ -1,144 +1,294 @@
-"""Full-size reproductions of Gissin et al.'s diagonal-network figures as one dlsweep sweep each,
-against the per-run loops they replace, estimated from the steps each run of the sweep needed.
+"""Every bundled reproduction at full size: dlsweep end to end against the per-run jitted JAX loop
+of `benchmarks.per_run`, in one table.
 
-    python -m benchmarks.reproductions gissin-fig6 [--set KEY=VALUE ...] [--write]
-    python -m benchmarks.reproductions gissin-fig3 [--set KEY=VALUE ...] [--write]
+    python -m benchmarks.reproductions [NAME ...] [--sample N] [--write]     # no NAME: all (~40 min)
 
-dlsweep        `api.run` of the bundled sweep: compile, every chunk, the scikit-learn baseline
-               (SVM or OMP) and the Parquet writes, wall time of the whole call.
-per-run NumPy  one trajectory's GD by hand (float32, the sweep's dtype): sigma = w+^N - w-^N, the
-               squared or exponential loss over seed 0's data, dl/dw+- = +-N w+-^(N-1) dl/dsigma.
-per-run JAX    `jax.jit` of a `fori_loop` of GD steps of one trajectory (depth compiled in,
-               `jax.grad` of dlsweep's model loss), on seed 0's data.
-Both per-run loops are timed over `--probe-steps` steps at every depth of the grid; their
-estimate is that time per step times the trajectory-steps each run of the sweep needed (its
-`steps_run`), i.e. what a loop that stops each run at its own convergence would take. They
-neither track selections or hits nor write anything, which favours them.
+dlsweep      `reproduce.run(name)` into a temporary folder, timed from outside: every sweep of the
+             reproduction (compile, chunks, comparators, Parquet), its thresholds and its figures;
+             cold (an empty compilation cache, every program compiled) and, where that took
+             under WARM_BELOW seconds, warm (the same again, the programs loaded from that
+             cache). From the chunk records: the
+             trajectory-steps the runs needed to their stops (`traj_steps`) and those the chunk
+             programs computed (`executed_traj_steps`: lockstep blocks, fillers, hit replays).
+per-run jit  per sweep, `per_run.PerRun`: one compile (timed), then N runs per value of the leading
+             axis (evenly spread over its block of run ids), each to its own stop; its time is
+             the compile plus, per leading-axis value, the sample's seconds per computed step times
+             the steps all runs of that value needed (dlsweep's steps_run). A sweep estimated under
+             RUN_ALL_BELOW seconds has its remaining runs run too, and its time is measured.
+             The loop writes no files, draws no figures and runs no comparator, which favours it.
+agreement    on every run the per-run loop ran: the same outcome (diverged / converged / neither)
+             and steps_run within one check interval (`check_every`) of dlsweep's (the two check
+             the stop rule at different steps), and the loss within LOSS_RTOL relative or
+             LOSS_ATOL absolute: the final loss where both stopped at the same step, else the loss
+             at the last recorded step both reached (a loss a check interval apart is no test).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import jax
 import numpy as np
+import pandas as pd
 
 from benchmarks import report
 from benchmarks.common import machine_info
+from benchmarks.per_run import PerRun
 from dlsweep import api, engine, reproduce, spec, store
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 MODULE = "benchmarks.reproductions"
-NAMES = ("gissin-fig3", "gissin-fig6")
+TITLE = "# dlsweep benchmark: the reproductions against a per-run jitted JAX loop"
+RUN_ALL_BELOW = 20.0            # seconds: a sweep whose per-run estimate is below this is run in full
+WARM_BELOW = 60.0               # seconds: a reproduction whose cold run is shorter is run again, warm
+LOSS_RTOL, LOSS_ATOL = 1e-3, 1e-6
+RATIO_GOAL, EXECUTED_GOAL = 2.0, 1.1
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.splitlines()[0])
-    p.add_argument("name", choices=NAMES)
-    p.add_argument("--set", dest="overrides", action="append", default=[], help="a spec override, as `dlsweep run --set`")
-    p.add_argument("--probe-steps", type=int, default=2_000, help="steps timed per depth for the per-run loops [2000]")
-    p.add_argument("--out", help="keep the run folder here, emptied first (default: a temporary folder)")
-    p.add_argument("--write", action="store_true", help=f"also write the results into {RESULTS.name} (own section)")
-    return p.parse_args(argv)
+    p.add_argument("names", nargs="*", metavar="NAME", help="reproductions (default: all of them)")
+    p.add_argument("--sample", type=int, default=8, help="per-run trajectories per value of each sweep's leading axis [8]")
+    p.add_argument("--write", action="store_true", help=f"also write the table into {RESULTS.name} (own section)")
+    args = p.parse_args(argv)
+    unknown = [n for n in args.names if n not in reproduce.REPRODUCTIONS]
+    if unknown:
+        p.error(f"unknown reproduction(s) {', '.join(unknown)}; known: {', '.join(reproduce.REPRODUCTIONS)}")
+    if args.sample < 1:
+        p.error(f"--sample: expected an integer >= 1, got {args.sample}")
+    args.names = args.names or list(reproduce.REPRODUCTIONS)
+    return args
 
 
-def _hp(sweep, depth: int) -> dict:
-    """One trajectory's hyperparameters: the grid's first sigma0, lr and sparsity at `depth`."""
-    hp = {"depth": np.int32(depth), "sigma0": np.float32(sweep.axes["sigma0"][0]), "lr": np.float32(sweep.axes["lr"][0])}
-    if "sparsity" in sweep.axes:
-        hp["sparsity"] = np.int32(sweep.axes["sparsity"][-1])
-    return hp
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def numpy_seconds_per_step(model, data: dict, hp: dict, steps: int) -> float:
-    """Seconds per GD step of the diagonal network in a plain NumPy float32 loop."""
-    n, lr = int(hp["depth"]), np.float32(hp["lr"])
-    x = data["x"].astype(np.float32)
-    target = np.asarray(model.target(hp, data), np.float32)
-    y = x @ target if model.loss_kind == "squared" else data["y"].astype(np.float32)
-    plus = np.full(model.d, np.float32(hp["sigma0"]) ** np.float32(1.0 / n), np.float32)
-    minus = plus.copy()
-    scale = np.float32(1.0 / (n * n * len(y)))
-    start = time.perf_counter()
-    for _ in range(steps):
-        z = x @ (plus**n - minus**n)
-        weights = (y - z) if model.loss_kind == "squared" else y * np.exp(-y * z)
-        grad_sigma = -scale * (x.T @ weights)
-        plus, minus = (plus - lr * n * plus ** (n - 1) * grad_sigma, minus + lr * n * minus ** (n - 1) * grad_sigma)
-    return (time.perf_counter() - start) / steps
+@dataclasses.dataclass
+class SweepResult:
+    """One sweep of a reproduction: dlsweep's step counts and the per-run loop's time and agreement."""
+
+    label: str
+    runs: int
+    needed: int                  # trajectory-steps to each run's stop (dlsweep's steps_run)
+    executed: int | None         # trajectory-steps dlsweep's chunk programs computed (None: not recorded)
+    has_stop_rule: bool
+    compile_seconds: float
+    per_run_seconds: float       # compile + runs: measured, or extrapolated from the sample
+    measured: bool
+    ran: int                     # runs the per-run loop ran
+    agreement: dict[str, float]  # `compare` of those runs with dlsweep's
+    rates: str                   # us per computed step, per leading-axis value
 
 
-def jax_seconds_per_step(model, data: dict, hp: dict, steps: int) -> float:
-    """Seconds per GD step of one trajectory in a jitted `fori_loop` (compile excluded)."""
-    task = {k: jax.numpy.asarray(v) for k, v in data.items()}
-    params = model.init(jax.random.key(0), hp, task)
+@dataclasses.dataclass
+class Result:
+    name: str
+    dlsweep_seconds: float | None = None     # None: theory only, no sweep
+    warm_seconds: float | None = None        # the same again, its programs loaded from the compilation cache
+    sweeps: list[SweepResult] = dataclasses.field(default_factory=list)
 
-    @jax.jit
-    def run(params):
-        def step(_, p):
-            grads = jax.grad(model.loss)(p, hp, task)
-            return jax.tree.map(lambda w, g: w - hp["lr"] * g, p, grads)
-        return jax.lax.fori_loop(0, steps, step, params)
 
-    jax.block_until_ready(run(params))
-    start = time.perf_counter()
-    jax.block_until_ready(run(params))
-    return (time.perf_counter() - start) / steps
+def run_folders(name: str, root: Path) -> list[Path]:
+    """The run folder of each sweep of a reproduction run into `root` (reproduce.run's layout)."""
+    folder = root / name
+    variants = reproduce.REPRODUCTIONS[name].variants
+    return [folder / v.folder for v in variants] if variants else [folder]
+
+
+def sample(n_runs: int, groups: int, per_group: int) -> np.ndarray:
+    """`per_group` run ids evenly spread over each of `groups` equal blocks of consecutive run ids
+    (the leading axis is the slowest of the row-major grid, so a block is one of its values)."""
+    size = n_runs // groups
+    within = np.unique(np.rint(np.linspace(0, size - 1, min(per_group, size))).astype(np.int64))
+    return (np.arange(groups)[:, None] * size + within[None, :]).reshape(-1)
+
+
+def compare(ours: dict[str, np.ndarray], runs, losses, record_steps: np.ndarray, check_every: int) -> dict[str, float]:
+    """The per-run loop's summaries against dlsweep's `runs` rows (same order): `stop`, runs with
+    the same outcome (diverged / converged / neither) and steps_run within `check_every`, `equal`
+    of them with the same steps_run; `loss`, runs whose loss agrees: the final loss where steps_run
+    is equal, else the loss at the last recorded step both reached (`losses`: dlsweep's recorded
+    loss by (run_id, step)), as the runs stopped at different checks; `agree`, runs with both;
+    and the largest |steps_run difference| and relative loss difference."""
+    theirs = runs["steps_run"].to_numpy()
+    steps = np.abs(ours["steps_run"].astype(np.int64) - theirs)
+    outcome = (ours["diverged"] == runs["diverged"].to_numpy()) & (ours["converged"] == runs["converged"].to_numpy())
+    stop = outcome & (steps <= check_every)
+    equal = steps == 0
+    common = np.searchsorted(record_steps, np.minimum(ours["steps_run"], theirs), side="right") - 1
+    recorded = losses.reindex(pd.MultiIndex.from_arrays([runs.index.to_numpy(), record_steps[common]])).to_numpy()
+    a = np.where(equal, ours["final_loss"], ours["loss"][np.arange(len(common)), common]).astype(np.float64)
+    b = np.where(equal, runs["final_loss"].to_numpy(np.float64), recorded)
+    both_nan = np.isnan(a) & np.isnan(b)
+    absolute = np.where(both_nan, 0.0, np.abs(a - b))
+    relative = np.where(both_nan, 0.0, absolute / np.maximum(np.abs(b), np.finfo(np.float64).tiny))
+    loss = (absolute <= LOSS_ATOL) | (relative <= LOSS_RTOL)
+    return {"agree": int((stop & loss).sum()), "stop": int(stop.sum()), "equal": int(equal.sum()), "loss": int(loss.sum()),
+            "max_steps": int(steps.max(initial=0)), "max_loss": float(np.nan_to_num(relative, nan=np.inf).max(initial=0.0))}
+
+
+def measure_sweep(folder: Path, label: str, per_group: int) -> SweepResult:
+    """The per-run loop on the sweep that dlsweep ran into `folder` (its `sweep.toml`)."""
+    sweep = spec.load(folder / "sweep.toml")
+    runs = api.load(folder, columns=["run_id", "steps_run", "final_loss", "diverged", "converged"]).set_index("run_id")
+    records = store.chunk_records(folder).values()
+    executed = [r.get("executed_traj_steps") for r in records]
+    loop = PerRun.prepare(sweep)
+    groups = len(next(iter(sweep.axes.values())))
+    ids = sample(len(runs), groups, per_group)
+    log(f"    {label}: per-run compile {loop.compile_seconds:.2f} s; sample of {len(ids)} runs ...")
+    ours, seconds = loop.run(ids)
+    group_of, size = ids // (len(runs) // groups), len(runs) // groups
+    needed = runs["steps_run"].to_numpy().reshape(groups, size).sum(axis=1)
+    per_step = np.array([seconds[group_of == g].sum() / ours["executed"][group_of == g].sum() for g in range(groups)])
+    estimate = loop.compile_seconds + float(per_step @ needed)
+    measured = estimate < RUN_ALL_BELOW or len(ids) == len(runs)
+    rest = np.setdiff1d(np.arange(len(runs)), ids) if measured else ()
+    if len(rest):
+        log(f"    {label}: estimated {estimate:.1f} s, so all {len(runs)} runs ...")
+        more, more_seconds = loop.run(rest)
+        ids = np.concatenate([ids, rest])
+        ours = {name: np.concatenate([ours[name], more[name]]) for name in ours}
+        seconds = np.concatenate([seconds, more_seconds])
+    losses = api.load_trajectories(folder).set_index(["run_id", "step"])["loss"]
+    agreement = compare(ours, runs.loc[ids], losses, np.asarray(loop.program.record_steps), sweep.stop.check_every)
+    leading = next(iter(sweep.axes))
+    rates = ", ".join(f"{value:g}: {rate * 1e6:.3g}" for value, rate in zip(sweep.axes[leading], per_step))
+    return SweepResult(label, len(runs), int(runs["steps_run"].sum()), None if None in executed else int(sum(executed)),
+                       sweep.stop.rel_loss > 0 or sweep.stop.loss > 0, loop.compile_seconds,
+                       loop.compile_seconds + float(seconds.sum()) if measured else estimate, measured, len(ids), agreement,
+                       f"{leading} {rates}")
+
+
+def measure(name: str, per_group: int, cache: str) -> Result:
+    """dlsweep's whole reproduction, then the per-run loop on each of its sweeps. JAX's x64 mode,
+    which a float64 sweep switches on, is restored afterwards, so it does not carry over to the
+    next reproduction."""
+    if reproduce.REPRODUCTIONS[name].draw is not None:
+        return Result(name)
+    x64, cache_setting = jax.config.jax_enable_x64, os.environ.get(engine.CACHE_ENV)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            os.environ[engine.CACHE_ENV] = cache          # holds no program of this reproduction yet
+            jax.config.update("jax_enable_compilation_cache", True)
+            seconds = []
+            for attempt in ("cold", "warm"):
+                if attempt == "warm" and seconds[0] > WARM_BELOW:
+                    break
+                log(f"{name}: dlsweep (reproduce.run), {attempt} compilation cache ...")
+                start = time.perf_counter()
+                reproduce.run(name, out_root=Path(scratch) / attempt, progress_bar=False)
+                seconds.append(time.perf_counter() - start)
+                log(f"    {seconds[-1]:.1f} s")
+            jax.config.update("jax_enable_compilation_cache", False)     # the per-run loop compiles afresh
+            result = Result(name, *seconds)
+            for folder in run_folders(name, Path(scratch) / "cold"):
+                result.sweeps.append(measure_sweep(folder, folder.name, per_group))
+    finally:
+        jax.config.update("jax_enable_x64", x64)
+        if cache_setting is None:
+            os.environ.pop(engine.CACHE_ENV, None)
+        else:
+            os.environ[engine.CACHE_ENV] = cache_setting
+    return result
+
+
+def row(result: Result) -> tuple[str, float | None, float | None, float | None]:
+    """A table row of one reproduction, its ratios (cold and warm compilation cache) and its
+    executed / needed."""
+    if result.dlsweep_seconds is None:
+        return f"| {result.name} | theory only, no sweep | — | — | — | — | — | — | — |", None, None, None
+    sweeps = result.sweeps
+    runs = sum(s.runs for s in sweeps)
+    per_run = sum(s.per_run_seconds for s in sweeps)
+    kind = "measured" if all(s.measured for s in sweeps) else "extrapolated" if not any(s.measured for s in sweeps) \
+        else "partly extrapolated"
+    ratio = per_run / result.dlsweep_seconds
+    executed = None if any(s.executed is None for s in sweeps) else sum(s.executed for s in sweeps) / sum(s.needed for s in sweeps)
+    ran = sum(s.ran for s in sweeps)
+    total = {key: (max if key.startswith("max") else sum)(s.agreement[key] for s in sweeps) for key in sweeps[0].agreement}
+    agreement = (f"{total['agree']}/{ran} agree (stop {total['stop']}, equal {total['equal']}; loss {total['loss']}); "
+                 f"max Δsteps {total['max_steps']}, max rel Δloss {total['max_loss']:.1e}")
+    shown = "not recorded" if executed is None else f"{executed:.3f}"
+    warm = None if result.warm_seconds is None else per_run / result.warm_seconds
+    warm_cells = "— | —" if warm is None else f"{result.warm_seconds:.1f} | {warm:.2f}"
+    warm_seconds, warm_ratio = warm_cells.split(" | ")
+    return (f"| {result.name} | {runs:,} | {result.dlsweep_seconds:.1f} | {warm_seconds} | "
+            f"{per_run:.1f} ({kind}) | **{ratio:.2f}** | {warm_ratio} | {shown} | {agreement} |", ratio, warm,
+            executed if any(s.has_stop_rule for s in sweeps) else None)
+
+
+def goal_line(what: str, values: dict[str, float], goal: float, at_least: bool) -> str:
+    """`what`: met / NOT met, with the worst reproduction."""
+    if not values:
+        return f"{what}: nothing measured"
+    worst = (min if at_least else max)(values, key=values.get)
+    met = all(v >= goal if at_least else v <= goal for v in values.values())
+    return f"{what}: {'met' if met else 'NOT met'} (worst: {worst} {values[worst]:.2f})"
+
+
+def render(results: list[Result], info: dict[str, str], per_group: int) -> str:
+    rows, ratios, warm_ratios, executed = [], {}, {}, {}
+    for result in results:
+        line, ratio, warm, share = row(result)
+        rows.append(line)
+        if ratio is not None:
+            ratios[result.name] = ratio
+        if warm is not None:
+            warm_ratios[result.name] = warm
+        if share is not None:
+            executed[result.name] = share
+    details = [f"- {r.name} / {s.label}: {s.runs:,} runs, {s.needed:,} traj-steps needed; per-run compile "
+               f"{s.compile_seconds:.2f} s, {s.ran} runs run ({'all' if s.measured else f'up to {per_group} per leading value'}), "
+               f"us per computed step by {s.rates}" for r in results for s in r.sweeps]
+    return "\n".join([
+        TITLE, "",
+        "Each bundled reproduction at full size: dlsweep end to end (`reproduce.run`: sweeps, thresholds, figures) "
+        "against the per-run jitted JAX loop of `benchmarks/per_run.py` (one `jax.jit` of a whole trajectory, "
+        "compile included, called once per run, each run stopped by the sweep's rule). Per-run times are measured "
+        f"where a sweep's estimate is under {RUN_ALL_BELOW:g} s, else extrapolated from {per_group} runs per value "
+        "of the leading axis by the trajectory-steps the runs need. See `benchmarks/reproductions.py`.", "",
+        "## Machine", "", report.info_block(info), "",
+        "## Result", "",
+        "| reproduction | trajectories | dlsweep s (end to end, cold) | dlsweep s (warm cache) | per-run jit s "
+        "| ratio (per-run / dlsweep cold) | ratio, warm | executed / needed traj-steps "
+        "| agreement of the per-run loop's runs with dlsweep's |",
+        "|---|---|---|---|---|---|---|---|---|", *rows, "",
+        "- " + goal_line(f"ratio >= {RATIO_GOAL:g} on every reproduction (cold compilation cache)", ratios,
+                         RATIO_GOAL, True),
+        "- " + goal_line(f"ratio >= {RATIO_GOAL:g} on every reproduction run warm (those under {WARM_BELOW:g} s "
+                         "cold)", warm_ratios, RATIO_GOAL, True),
+        "- " + goal_line(f"executed/needed <= {EXECUTED_GOAL:g} on every reproduction with a stop rule", executed,
+                         EXECUTED_GOAL, False), "",
+        "Ratio > 1: dlsweep is faster. Cold: the first run, every chunk program compiled (into an empty "
+        "persistent cache); warm: the same reproduction again, as a user's second run, its programs loaded from "
+        f"dlsweep's compilation cache (on by default; measured where the cold run took under {WARM_BELOW:g} s, "
+        "where compiling is a sizeable share); the per-run loop's compile is always included. Executed / needed: the trajectory-steps dlsweep's chunk programs computed "
+        "(blocks run in lockstep, fillers, hit replays) over those its runs needed to their stops. Agreement: a run "
+        "agrees when its stop does (same outcome, steps_run within one check interval) and its loss does (within "
+        f"{LOSS_RTOL:g} relative or {LOSS_ATOL:g} absolute: the final loss where both stopped at the same step, "
+        "else the loss at the last recorded step both reached); `equal`: stopped at the same step.", "",
+        "### Per sweep", "", *details, "",
+    ])
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    info = machine_info(MODULE)
-    sweep = spec.load(reproduce.spec_path(args.name), args.overrides)
-    with tempfile.TemporaryDirectory() as scratch:
-        folder = Path(args.out) if args.out else Path(scratch) / args.name
-        start = time.perf_counter()
-        run = api.run(sweep, out=folder, overwrite=True, progress_bar=False)
-        wall = time.perf_counter() - start
-        runs = api.load(folder)
-        chunks = [c["runs"] for c in store.chunk_records(folder).values()]
-    program, _, task = api.compile_inputs(sweep)
-    data = engine.draw_task(program, task, 0, sweep.seed)
-    steps_by_depth = runs.groupby("depth").steps_run.sum()
-    numpy_s = jax_s = 0.0
-    per_depth = []
-    for depth, traj_steps in steps_by_depth.items():
-        hp = _hp(sweep, int(depth))
-        np_step = numpy_seconds_per_step(program.model, data, hp, args.probe_steps)
-        jax_step = jax_seconds_per_step(program.model, data, hp, args.probe_steps)
-        numpy_s += np_step * traj_steps
-        jax_s += jax_step * traj_steps
-        per_depth.append(f"| {depth} | {traj_steps:,} | {np_step * 1e6:.1f} | {jax_step * 1e6:.1f} |")
-    total = int(runs.steps_run.sum())
-    steps_run = runs.set_index("run_id").steps_run
-    lockstep = sum((stop - start) * int(steps_run.loc[start:stop - 1].max()) for start, stop in chunks)
-    lines = [
-        f"# dlsweep benchmark: reproduction {args.name} (full size)", "",
-        f"The bundled sweep `sweeps/{args.name}.toml`{' with ' + ', '.join(args.overrides) if args.overrides else ''} "
-        f"as one `api.run`, against per-run loops estimated from the steps each run needed (see "
-        f"`benchmarks/reproductions.py`).", "",
-        "## Machine", "", report.info_block(info), "",
-        "## Result", "",
-        f"- runs: {len(runs):,}; trajectory-steps run to each run's stop: {total:,} "
-        f"(median run {int(runs.steps_run.median()):,} steps, longest {int(runs.steps_run.max()):,}); "
-        f"converged: {int(runs.converged.sum()):,}",
-        f"- dlsweep wall time: **{wall:.1f} s** (compile {run.compile_seconds:.1f} s, chunk loop "
-        f"{run.run_seconds:.1f} s, the rest setup and the baseline)",
-        f"- a chunk runs until its slowest run stops: {len(chunks)} chunks executed {lockstep:,} trajectory-steps "
-        f"for the {total:,} needed ({lockstep / total:.2g}x); {run.run_seconds / lockstep * 1e6:.2f} us per executed "
-        f"trajectory-step",
-        f"- per-run NumPy float32 estimate: **{numpy_s:.1f} s**; per-run / dlsweep = **{numpy_s / wall:.3g}**",
-        f"- per-run jitted JAX estimate: **{jax_s:.1f} s**; per-run / dlsweep = **{jax_s / wall:.3g}** "
-        f"(> 1: dlsweep is faster)", "",
-        "| depth | trajectory-steps | NumPy us/step | jitted JAX us/step |", "|---|---|---|---|", *per_depth, "",
-    ]
-    markdown = "\n".join(lines)
+    info = machine_info(MODULE) | {"DLSWEEP_CACHE_DIR": os.environ.get("DLSWEEP_CACHE_DIR", "(unset)")}
+    with tempfile.TemporaryDirectory() as cache:      # JAX opens its persistent cache once per process
+        results = [measure(name, args.sample, cache) for name in args.names]
+    markdown = render(results, info, args.sample)
     print(markdown)
     if args.write:
         report.write_section(RESULTS, markdown)
+        log(f"wrote the reproductions section of {RESULTS}")
     return 0
 
 

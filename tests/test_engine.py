@@ -54,15 +54,21 @@ INVARIANT = {
     # around the batch-last kernels (`jax.custom_batching.custom_vmap`), Jacobi singular values
     "matrix_sensing": {"name": "ms", "model": "matrix_sensing", "steps": 300, "dtype": "float32", "seed": 5,
                        "task": {"sigma_star": [3.0, 2.0, 1.0], "d": 3, "measurements": 6, "init": "gaussian"},
-                       "axes": {"depth": [2], "sigma0": {"logspace": [-3, -1], "num": 8}, "lr": [0.05],
+                       "axes": {"depth": [2], "sigma0": {"logspace": [-3, -1], "num": 16}, "lr": [0.05],
                                 "seed": [0, 1, 2]},
                        "record": {"points": 12}},
     # the diagonal network with 12 examples drawn per seed: the per-seed layout of a batch-first model
     "diagonal": {"name": "dg", "model": "diagonal", "steps": 1000, "dtype": "float32", "seed": 5,
                  "task": {"w_star": [2.0, -1.0, 0.5], "d": 5, "examples": 12, "loss": "squared"},
-                 "axes": {"depth": [2, 3], "sigma0": {"logspace": [-2, -1], "num": 4}, "lr": [0.05],
+                 "axes": {"depth": [2, 3], "sigma0": {"logspace": [-2, -1], "num": 8}, "lr": [0.05],
                           "seed": [0, 1, 2]},
-                 "record": {"points": 12}},
+                 "record": {"points": 12}, "stop": {"rel_loss": 1e-3}},
+    # matrix sensing whose runs converge at different steps: slots of a per-seed layout refilled
+    "matrix_sensing_stops": {"name": "mss", "model": "matrix_sensing", "steps": 300, "dtype": "float32", "seed": 5,
+                             "task": {"sigma_star": [3.0, 2.0, 1.0], "d": 3, "measurements": 6, "init": "gaussian"},
+                             "axes": {"depth": [2], "sigma0": {"logspace": [-3, -1], "num": 16}, "lr": [0.05],
+                                      "seed": [0, 1, 2]},
+                             "record": {"points": 12, "levels": []}, "stop": {"rel_loss": 1e-2}},
     # the deep diagonal network over depth x sigma0 x shape, its dataset drawn once for the chunk
     "diagonal_net": {"name": "dn", "model": "diagonal_net", "steps": 1000, "dtype": "float32",
                      "task": {"d": 30, "examples": 10, "sparsity": 3},
@@ -82,12 +88,17 @@ def assert_identical(a, b):
         assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), name
 
 
+@pytest.mark.parametrize("refill", [False, True], ids=["as-is", "refill"])
 @pytest.mark.parametrize("family", list(INVARIANT))
-def test_chunk_size_changes_no_bit(tmp_path, family):
+def test_chunk_size_changes_no_bit(tmp_path, monkeypatch, family, refill):
     """Chunks of 13 and 64 run ids and the default chunk size give bit-identical runs and
     trajectories tables: every compiled batch is whole vector blocks (`engine.LANES`), seed slots
     of `engine.SLOT_ROWS` rows, XLA's thread split and library fusions off, and a chunk's rows
-    sit at their seed slot among frozen fillers."""
+    sit at their seed slot among frozen fillers. With the refill phase compiled in whatever the
+    work (`engine.REFILL_MIN_FLOPS`), the default chunk of a grid over 64 runs refills slots
+    (`engine.slot_count`) while chunks of 13 and 64 run in lockstep: the same bits."""
+    if refill:
+        monkeypatch.setattr(engine, "REFILL_MIN_FLOPS", 0.0)
     sweep = spec.resolve(INVARIANT[family])
     tables = [frames(api.run(sweep, out=tmp_path / str(size), chunk_size=size, progress_bar=False).folder)
               for size in (13, 64, None)]
@@ -144,6 +155,49 @@ def test_record_steps(schedule, points, steps):
     assert len(rec) <= points
     if steps >= 10 * points:
         assert len(rec) >= points // 2
+
+
+@pytest.mark.parametrize("schedule", ["log", "linear"])
+@given(points=st.integers(2, 400), steps=st.integers(1, 10**6), check_every=st.integers(1, 512))
+@settings(max_examples=80, deadline=None)
+def test_record_plan_rounds_only_the_sparse_part_to_the_check_interval(schedule, points, steps, check_every):
+    """The refill start P of `engine.record_plan`: recorded exactly as scheduled up to the
+    schedule's first gap of K = check_every or more; from P on, every recorded step is on the grid
+    steps - j K (slots advance K steps at a time); never more steps than asked for."""
+    rec, first = engine.record_plan(schedule, points, steps, check_every)
+    raw = engine.record_plan(schedule, points, steps, steps + 1)[0]      # a K past the end: no rounding
+    assert rec[0] == 0 and rec[-1] == steps and np.all(np.diff(rec) > 0) and len(rec) <= len(raw) <= points
+    if first == steps:
+        assert np.array_equal(rec, raw)
+        return
+    k = check_every
+    assert 0 < first < steps and first in rec and np.all((steps - rec[rec >= first]) % k == 0)
+    dense = rec[rec < first]
+    assert np.array_equal(dense, raw[:len(dense)]) and raw[len(dense)] - dense[-1] >= k    # up to the first wide gap
+
+
+def test_refilled_slots_compute_what_lockstep_computes():
+    """Trajectories that stop at very different steps (converged or diverged) run in refilled slots
+    (`engine._refill_phase`): every summary value and record equals, bit for bit, the same program
+    run all in lockstep (refill from the last step, the same recorded steps, so the same check steps),
+    and the refill computes fewer trajectory-steps than lockstep does."""
+    import dataclasses
+
+    sweep = toy_sweep(steps=6000, axes={"depth": [2, 3], "sigma0": {"logspace": [-3, -0.5], "num": 40},
+                                        "lr": [2e-3, 8e-3, 0.15, 0.3]}, record={"points": 60})
+    lockstep, flat, task = api.compile_inputs(sweep)          # small work: compiled all in lockstep
+    program = engine.Program.from_sweep(sweep, lockstep.model)
+    assert lockstep.refill_from == sweep.steps > program.refill_from
+    results = [engine.compile_chunk(p, flat.size, list(sweep.axes), task, sweep.seed)(
+        np.arange(flat.size), flat.rows(0, flat.size), task) for p in (program, lockstep)]
+    (summary, records), (summary_lockstep, records_lockstep) = results
+    steps_run = summary["steps_run"]
+    assert summary["diverged"].any() and summary["converged"].any() and (steps_run == sweep.steps).any()
+    assert len(np.unique(steps_run)) > 10
+    for name in summary.keys() - {"executed"}:
+        jax.tree.map(np.testing.assert_array_equal, summary[name], summary_lockstep[name])
+    jax.tree.map(np.testing.assert_array_equal, records, records_lockstep)
+    assert summary["executed"] < summary_lockstep["executed"]
 
 
 @given(w=st.floats(0.01, 3.0), n=st.integers(1, 9))

@@ -27,9 +27,10 @@ HIT_COLUMNS = [f"hit_{i}_{pct}" for i in range(K) for pct in ("5", "50", "95")]
 GRID = {"depth": [1, 2, 3, 5, 8], "sigma0": [1e-3, 0.05, 0.5], "lr": [1e-3, 4e-3, 1e-2]}
 # Learning rates at which GD blows up for every (depth, sigma0) of GRID (from the reference; at
 # N = 1 GD is w - s* <- (1 - eta)(w - s*), unstable for eta > 2, so the blow-up is late near 2:
-# eta = 2.005 fires the blow-up test at step ~1400 and is restored to check point 1374, which is
-# not a recorded step; eta = 2.05 is restored to recorded step 125; deeper models blow up at once).
-DIVERGENT_LRS = [2.005, 2.05, 3.0]
+# eta = 2.0032 fires the blow-up test at step 2168 and is restored to check point 2104, which is
+# not a recorded step (the records there are 1976 and 2296); eta = 2.05 is restored to recorded
+# step 125; deeper models blow up at once).
+DIVERGENT_LRS = [2.0032, 2.05, 3.0]
 STEPS = 3000
 
 

@@ -61,11 +61,14 @@ def _use_dtype(dtype: str) -> None:
 
 def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
     """The static program, the flat grid and the shared task of a sweep (x64 switched on first
-    for float64 sweeps)."""
+    for float64 sweeps); the program refills the slots of stopped runs where the sweep's work is
+    worth compiling that for (`engine.with_refill_if_worth_it`)."""
     _use_dtype(sweep.dtype)
     family = models.FAMILIES[sweep.model]
+    task = family.make_task(sweep)
     program = engine.Program.from_sweep(sweep, family.build(sweep))
-    return program, grid.build(sweep.axes), family.make_task(sweep)
+    n_runs = math.prod(len(values) for values in sweep.axes.values())
+    return engine.with_refill_if_worth_it(program, list(sweep.axes), task, n_runs), grid.build(sweep.axes), task
 
 
 def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict, cycle: int = 1) -> int:
@@ -73,10 +76,14 @@ def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str]
     the memory budget and the backend's useful maximum, whole smallest batches of the program
     (`cycle` seeds of a per-seed layout), then the batch compiled for it (`engine.compiled_batch`),
     so only the last chunk of a group has fillers. A grid no larger than the analysis's probe
-    batch is one chunk: it needs no more memory than the probe, so it is not compiled twice."""
+    batch, or one whose largest chunk stays far below the budget by a bound found without
+    compiling (`engine.rough_bytes`), is cut by the maximum alone: the program is compiled once."""
     period = cycle if cycle > 1 else None
     multiple = engine.compiled_batch(1, period)
-    if n_runs <= engine.PROBE_BATCH:
+    budget = engine.memory_budget()
+    fixed, per_trajectory = engine.rough_bytes(program, hp_names, task, cycle)
+    largest = engine.compiled_batch(min(n_runs, engine.max_chunk()), period)
+    if n_runs <= engine.PROBE_BATCH or fixed + largest * per_trajectory <= budget // engine.ROUGH_SHARE:
         size = grid.chunk_size_for(n_runs, 1, cap=engine.max_chunk(), multiple=multiple)
     else:
         size = grid.chunk_size_for(n_runs, engine.bytes_per_trajectory(program, hp_names, task),
@@ -307,7 +314,8 @@ def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, flat: grid
         runs = runs.assign(**baselines(runs))
     chunk_steps = int(runs["steps_run"].sum())
     record = {"runs": [chunk.start, chunk.stop], "seconds": round(time.perf_counter() - launched_at, 4),
-              "traj_steps": chunk_steps, "diverged": int(runs["diverged"].sum()),
+              "traj_steps": chunk_steps, "executed_traj_steps": int(summary["executed"]),
+              "diverged": int(runs["diverged"].sum()),
               "converged": int(runs["converged"].sum()), "writer": store.writer_name(),
               "plan": store.plan_of(manifest)}
     store.write_chunk(folder, chunk.index, runs, trajectories, record)

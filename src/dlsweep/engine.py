@@ -40,6 +40,7 @@ from flax import struct
 from dlsweep.models import INTEGER_HPS
 
 STEP_DTYPE = jnp.int32
+EXECUTED_DTYPE = jnp.float32   # trajectory-steps computed by a chunk (a count past int32; a sum of exact block sizes)
 CACHE_ENV = "DLSWEEP_CACHE_DIR"        # where compiled programs persist; "off" disables
 
 
@@ -62,9 +63,9 @@ def use_compilation_cache() -> Path | None:
     return folder
 
 
-def record_steps(schedule: str, points: int, steps: int) -> np.ndarray:
-    """Recorded steps: 0 and `steps` always, `points` in all at most, log- or linearly spaced
-    (log: geometric from step 1, so early dynamics are resolved; duplicates after rounding dropped)."""
+def _schedule(schedule: str, points: int, steps: int) -> np.ndarray:
+    """`points` steps from 0 to `steps`, log- or linearly spaced (log: geometric from step 1, so
+    early dynamics are resolved; duplicates after rounding dropped)."""
     if schedule == "linear" or points == 2:
         grid = np.linspace(0, steps, points)
     else:
@@ -72,9 +73,41 @@ def record_steps(schedule: str, points: int, steps: int) -> np.ndarray:
     return np.unique(np.rint(grid).astype(np.int64))
 
 
+def record_plan(schedule: str, points: int, steps: int, check_every: int = 64) -> tuple[np.ndarray, int]:
+    """The recorded steps and the step P from which trajectories run in refilled slots.
+
+    Every trajectory runs in lockstep with the others of its chunk up to step P, where the
+    schedule is dense (its gaps shorter than `check_every` = K), and is recorded there exactly at
+    the scheduled steps. From P to `steps` each trajectory runs in a slot of its own, K steps at a
+    time, and a stopped one's slot is refilled with the next pending trajectory
+    (`_refill_phase`): the scheduled steps there are rounded to the grid steps - j K (P is the
+    first of them), where every slot checks and records. A schedule whose gaps never reach K (or
+    a sweep of fewer than 2K steps) is all lockstep: P = steps. Never more than `points` steps,
+    0 and `steps` always."""
+    raw = _schedule(schedule, points, steps)
+    k = check_every
+    wide = np.nonzero(np.diff(raw) >= k)[0]
+    if steps < 2 * k or len(wide) == 0:
+        return raw, steps
+    dense, rest = raw[:wide[0] + 1], raw[wide[0] + 1:]
+    rounded = steps - np.rint((steps - rest) / k).astype(np.int64) * k
+    rounded = np.unique(rounded[rounded > dense[-1]])
+    if rounded[0] >= steps:
+        return raw, steps
+    return np.concatenate([dense, rounded]), int(rounded[0])
+
+
+def record_steps(schedule: str, points: int, steps: int, check_every: int = 64) -> np.ndarray:
+    """The steps a sweep records (`record_plan`): 0 and `steps` always, `points` in all at most."""
+    return record_plan(schedule, points, steps, check_every)[0]
+
+
 @dataclasses.dataclass(frozen=True)
 class Program:
-    """Static configuration of a chunk program: everything that keys the compile cache."""
+    """Static configuration of a chunk program: everything that keys the compile cache.
+    From step `refill_from` on, trajectories run in refilled slots (`record_plan`; the last step:
+    all in lockstep, as in a sweep whose stop rule never converges: only a diverged run would
+    free its slot early)."""
 
     model: Any
     levels: tuple[float, ...]
@@ -84,12 +117,42 @@ class Program:
     blowup: float
     dtype: str
     loss_below: float = 0.0
+    refill_from: int = 0
 
     @classmethod
     def from_sweep(cls, sweep, model) -> "Program":
-        steps = record_steps(sweep.record.schedule, sweep.record.points, sweep.steps)
+        steps, first = record_plan(sweep.record.schedule, sweep.record.points, sweep.steps, sweep.stop.check_every)
+        if sweep.stop.rel_loss == 0 and sweep.stop.loss == 0:
+            first = sweep.steps           # nothing converges early: the refill would have nothing to fill
         return cls(model, sweep.record.levels, tuple(int(s) for s in steps), sweep.stop.check_every,
-                   sweep.stop.rel_loss, sweep.stop.blowup, sweep.dtype, sweep.stop.loss)
+                   sweep.stop.rel_loss, sweep.stop.blowup, sweep.dtype, sweep.stop.loss, first)
+
+
+REFILL_MIN_FLOPS = 1e11
+"""The refill phase is compiled in only for a sweep whose work, all runs to the step limit, is
+at least this many floating-point operations (seconds of compute): compiling it costs about as
+much again as the rest of the chunk program (1-4 s on CPU), more than a small sweep's stragglers."""
+
+
+def step_flops(program: Program, hp_names, task) -> float:
+    """Floating-point operations of one trajectory's gradient, from XLA's cost analysis of the
+    lowered (not compiled) function, the data the model draws included as an input."""
+    key = jax.eval_shape(jax.random.key, 0)
+    hp = {name: jax.ShapeDtypeStruct((), np.int32 if name in INTEGER_HPS else program.dtype) for name in hp_names}
+    full = jax.eval_shape(lambda k, h, t: chunk_task(program, k, h, {n: None for n in h}, t)[0], key, hp, task)
+    params = jax.eval_shape(program.model.init, key, hp, full)
+    cost = jax.jit(jax.grad(program.model.loss)).lower(params, hp, full).cost_analysis()
+    return float((cost or {}).get("flops", 0.0))
+
+
+def with_refill_if_worth_it(program: Program, hp_names, task, n_runs: int) -> Program:
+    """`program`, or the same all in lockstep (`refill_from` at the last step) when its sweep's
+    work is under `REFILL_MIN_FLOPS`: the results are the same bit for bit either way (the
+    recorded and checked steps do not change), only the time differs."""
+    steps = program.record_steps[-1]
+    if program.refill_from >= steps or n_runs * steps * step_flops(program, hp_names, task) >= REFILL_MIN_FLOPS:
+        return program
+    return dataclasses.replace(program, refill_from=steps)
 
 
 @struct.dataclass
@@ -160,8 +223,8 @@ def _gd_step(program: Program, params, opt_state, hp, task):
     return optax.apply_updates(params, updates), opt_state
 
 
-def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, stop):
-    """GD steps start .. stop-1 with the running maximum of sigma_i / sigma*_i over the states
+def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, n):
+    """GD steps start .. start+n-1 (`n` one count for the whole batch, `start` the trajectory's own) with the running maximum of sigma_i / sigma*_i over the states
     after each step: one max per value and step, enough to tell whether any level was first
     reached in the block (not kept when no levels are recorded); selections are kept exactly.
     For a model with `drift_from`, sigma is observed only every `ANCHOR_EVERY` steps and bounded
@@ -170,24 +233,24 @@ def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, 
     inverse_target = 1.0 / task["sigma_star"].astype(peak.dtype) if program.levels else None
     anchored = program.levels and getattr(program.model, "drift_from", None) is not None
 
-    def step(t, carry, bound=None):
+    def step(i, carry, bound=None):
         params, opt_state, chosen, peak = carry
         params, opt_state = _gd_step(program, params, opt_state, hp, task)
         if program.levels:
             sigma = bound(params) if anchored else _sigma(program, params, hp, task)
             peak = jnp.maximum(peak, sigma * inverse_target)
-        return params, opt_state, _update_chosen(program, chosen, params, hp, task, t + 1), peak
+        return params, opt_state, _update_chosen(program, chosen, params, hp, task, start + i + 1), peak
 
     carry = (state.params, state.opt_state, state.chosen, peak)
     if not anchored:
-        return jax.lax.fori_loop(start, stop, step, carry)
-    return _anchored_peak(program, step, carry, hp, task, start, stop)
+        return jax.lax.fori_loop(0, n, step, carry)
+    return _anchored_peak(program, step, carry, hp, task, n)
 
 
 ANCHOR_EVERY = 4     # steps between exact observations when the model bounds the drift of sigma
 
 
-def _anchored_peak(program: Program, step, carry, hp, task, start, stop):
+def _anchored_peak(program: Program, step, carry, hp, task, n):
     """The steps of `_steps_with_peak` in groups of `ANCHOR_EVERY`: sigma is observed exactly at
     the state a group starts from (the anchor, A) and bounded after each of its steps by
     sigma_i(A) + drift, the model's bound on how far any sigma_i can have moved from A
@@ -198,21 +261,21 @@ def _anchored_peak(program: Program, step, carry, hp, task, start, stop):
         anchor_sigma = _sigma(program, params, hp, task)
         drift = program.model.drift_from(params, hp, task)
         bound = lambda p: anchor_sigma + drift(p)  # noqa: E731
-        first = start + g * ANCHOR_EVERY
-        return jax.lax.fori_loop(first, jnp.minimum(first + ANCHOR_EVERY, stop), functools.partial(step, bound=bound), carry)
+        first = g * ANCHOR_EVERY
+        return jax.lax.fori_loop(first, jnp.minimum(first + ANCHOR_EVERY, n), functools.partial(step, bound=bound), carry)
 
-    return jax.lax.fori_loop(0, (stop - start + ANCHOR_EVERY - 1) // ANCHOR_EVERY, group, carry)
+    return jax.lax.fori_loop(0, (n + ANCHOR_EVERY - 1) // ANCHOR_EVERY, group, carry)
 
 
-def _steps_with_hits(program: Program, state: TrajectoryState, hp, task, start, stop):
-    """GD steps start .. stop-1, the first-hitting steps updated after every step (exact)."""
-    def step(t, carry):
+def _steps_with_hits(program: Program, state: TrajectoryState, hp, task, start, n):
+    """GD steps start .. start+n-1, the first-hitting steps updated after every step (exact)."""
+    def step(i, carry):
         params, opt_state, hit, chosen = carry
         params, opt_state = _gd_step(program, params, opt_state, hp, task)
-        return (params, opt_state, _update_hits(program, hit, params, hp, task, t + 1),
-                _update_chosen(program, chosen, params, hp, task, t + 1))
+        return (params, opt_state, _update_hits(program, hit, params, hp, task, start + i + 1),
+                _update_chosen(program, chosen, params, hp, task, start + i + 1))
 
-    return jax.lax.fori_loop(start, stop, step, (state.params, state.opt_state, state.hit, state.chosen))
+    return jax.lax.fori_loop(0, n, step, (state.params, state.opt_state, state.hit, state.chosen))
 
 
 PEAK_MARGIN_ULPS = 8     # sigma * (1 / sigma*) is within 3 ulps of sigma / sigma*: never miss a level
@@ -317,37 +380,162 @@ def rows_map(fn, in_axes: tuple, period: int | None = None):
     return call
 
 
-def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task, task_axes, start, stop,
-                   specialized=(), period=None, capacity=1) -> TrajectoryState:
-    """Every trajectory of a chunk from `start` to `stop`, first-hitting steps exact.
+def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task, task_axes, start, n,
+                   specialized=(), period=None, capacity=1) -> tuple[TrajectoryState, jax.Array]:
+    """Every trajectory of a batch from its step `start` (one for the batch, or one per row) by
+    `n` steps (one count for the batch), first-hitting steps exact; and the trajectory-steps
+    computed (`EXECUTED_DTYPE`).
 
     The block runs once with a running maximum of sigma (cheap); only the live trajectories whose
     maximum reached a new level are run again from the block's start with a per-step hit test,
     gathered into sub-batches of `capacity` rows (`replay_capacity`), and take that run's result.
-    Each trajectory's result depends on itself alone, never on which others share its chunk."""
-    fast = rows_map(functools.partial(_steps_with_peak, program), (0, hp_axes, task_axes, None, None), period)
-    params, opt_state, chosen, peak = _specialized(lambda h: fast(state, h, task, start, stop), hps, specialized)
+    Each trajectory's result depends on itself alone, never on which others share its batch."""
+    start_axis = 0 if jnp.ndim(start) else None
+    fast = rows_map(functools.partial(_steps_with_peak, program), (0, hp_axes, task_axes, start_axis, None), period)
+    params, opt_state, chosen, peak = _specialized(lambda h: fast(state, h, task, start, n), hps, specialized)
     frozen = state.diverged | state.converged       # its block is discarded: no replay
     pending = jax.vmap(functools.partial(_reached_new_level, program))(state, peak) & ~frozen
     batch = pending.shape[0]
-    exact = jax.vmap(functools.partial(_steps_with_hits, program), (0, hp_axes, _row_axes(task_axes), None, None))
+    exact = jax.vmap(functools.partial(_steps_with_hits, program),
+                     (0, hp_axes, _row_axes(task_axes), start_axis, None))
 
     def replay(carry):
-        pending, params, opt_state, hit, chosen = carry
+        pending, params, opt_state, hit, chosen, rounds = carry
         rows = jnp.nonzero(pending, size=capacity, fill_value=batch)[0]
         take = jnp.minimum(rows, batch - 1)
         sub_hps = _rows(hps, hp_axes, take)
         sub_task = _rows(task, task_axes, take, period)
         sub_state = jax.tree.map(lambda x: x[take], state)
-        result = _specialized(lambda h: exact(sub_state, h, sub_task, start, stop), sub_hps, specialized)
+        sub_start = start[take] if start_axis == 0 else start
+        result = _specialized(lambda h: exact(sub_state, h, sub_task, sub_start, n), sub_hps, specialized)
         put = lambda whole, part: whole.at[rows].set(part, mode="drop")  # noqa: E731
         params, opt_state, hit, chosen = jax.tree.map(put, (params, opt_state, hit, chosen), result)
-        return pending.at[rows].set(False, mode="drop"), params, opt_state, hit, chosen
+        return pending.at[rows].set(False, mode="drop"), params, opt_state, hit, chosen, rounds + 1
 
-    carry = jax.lax.while_loop(lambda c: jnp.any(c[0]), replay, (pending, params, opt_state, state.hit, chosen))
-    _, params, opt_state, hit, chosen = carry
-    check = rows_map(functools.partial(settle, program), (0, 0, 0, 0, 0, hp_axes, task_axes, None), period)
-    return check(state, params, opt_state, hit, chosen, hps, task, stop)
+    carry = (pending, params, opt_state, state.hit, chosen, jnp.zeros((), STEP_DTYPE))
+    _, params, opt_state, hit, chosen, rounds = jax.lax.while_loop(lambda c: jnp.any(c[0]), replay, carry)
+    check = rows_map(functools.partial(settle, program), (0, 0, 0, 0, 0, hp_axes, task_axes, start_axis), period)
+    executed = ((batch + rounds * capacity) * n).astype(EXECUTED_DTYPE)
+    return check(state, params, opt_state, hit, chosen, hps, task, start + n), executed
+
+
+def _lockstep(program: Program, state: TrajectoryState, hps, hp_axes, task, task_axes, steps: np.ndarray, observe,
+              specialized=(), period=None, capacity=1):
+    """The whole batch in step from `steps[0]` to `steps[-1]`, in blocks of at most `check_every`
+    steps that end at each of `steps`, where every row is recorded (`observe`); a segment ends
+    early once every row is frozen. Returns the state, the records at `steps[1:]` and the
+    trajectory-steps computed."""
+    bounds = jnp.asarray(np.stack([steps[:-1], steps[1:]], axis=1), STEP_DTYPE)
+
+    def segment(carry, bound):
+        def running(c):
+            start, st, _ = c
+            return (start < bound[1]) & ~jnp.all(st.diverged | st.converged)
+
+        def block(c):
+            start, st, executed = c
+            n = jnp.minimum(program.check_every, bound[1] - start)
+            st, done = _advance_chunk(program, st, hps, hp_axes, task, task_axes, start, n, specialized, period,
+                                      capacity)
+            return start + n, st, executed + done
+
+        _, state, executed = jax.lax.while_loop(running, block, (bound[0], *carry))
+        return (state, executed), observe(state, hps)
+
+    (state, executed), records = jax.lax.scan(segment, (state, jnp.zeros((), EXECUTED_DTYPE)), bounds)
+    return state, records, executed
+
+
+def _refill_phase(program: Program, queue: TrajectoryState, hps, hp_axes, task, task_axes, observe, slots: int,
+                  specialized=(), period=None, capacity=1):
+    """Continuous batching from `refill_from` (P) to the last step, every row of `queue` at P.
+
+    `slots` rows run at once, each K = `check_every` steps per block at its own step. A slot
+    whose trajectory stops (diverged, converged or at the last step) hands it back to the queue and
+    takes the next pending one; with a per-seed layout of `period` seeds, slot b serves only the
+    queue rows of its seed slot b % period, so its data stays the same. A trajectory is recorded
+    at the steps of the plan (P + j K); a stopped one's later records are its final ones.
+    Every trajectory is computed as in lockstep (per row, whole `LANES` blocks), so the results
+    do not depend on the slot it ran in or on the others it ran beside.
+
+    Returns the queue at its final states, the records (R2, Q, ...) at the plan's steps after P,
+    and the trajectory-steps computed."""
+    k, first, last = program.check_every, program.refill_from, program.record_steps[-1]
+    recorded = np.asarray(program.record_steps)
+    r_first, r_last = np.searchsorted(recorded, first) + 1, len(recorded)
+    steps_here = jnp.asarray(recorded[r_first:r_last], STEP_DTYPE)
+    size = queue.loss0.shape[0]
+    columns = period or 1
+    per_column = slots // columns
+    depth_of_queue = size // columns
+    frozen = (queue.diverged | queue.converged).reshape(depth_of_queue, columns)
+    column = jnp.arange(columns)
+    pending = jnp.argsort(frozen, axis=0, stable=True) * columns + column      # live rows first, in order
+    count = jnp.sum(~frozen, axis=0)
+    hp_names = [name for name, axis in hp_axes.items() if axis == 0]
+
+    def load(queue, owner):
+        """Slot states and hyperparameters of the queue rows `owner` (an idle slot, -1: a frozen
+        copy of a row of its own seed slot, computed and discarded)."""
+        take = jnp.where(owner >= 0, owner, jnp.arange(slots) % columns)
+        slot = jax.tree.map(lambda x: x[take], queue)
+        slot = slot.replace(converged=slot.converged | (owner < 0))
+        return slot, {**hps, **{name: hps[name][take] for name in hp_names}}
+
+    def next_rows(done, taken):
+        """For each slot done: the next pending row of its seed slot, or -1 when none is left."""
+        done = done.reshape(per_column, columns)
+        position = taken + jnp.cumsum(done, axis=0) - done
+        row = pending[jnp.minimum(position, depth_of_queue - 1), column]
+        fresh = jnp.where(position < count, row, -1)
+        return fresh, done, jnp.minimum(taken + jnp.sum(done, axis=0), count)
+
+    start_rows = jnp.arange(per_column)[:, None]
+    owner = jnp.where(start_rows < count, pending[jnp.minimum(start_rows, depth_of_queue - 1), column], -1).reshape(slots)
+    taken = jnp.minimum(count, per_column)
+    slot, slot_hps = load(queue, owner)
+    template = observe(slot, slot_hps)
+    records = jax.tree.map(lambda v: jnp.zeros((r_last - r_first, size, *v.shape[1:]), v.dtype), template)
+    written = jnp.full((size,), 0, STEP_DTYPE)                 # records written per queue row
+    clock = jnp.full((slots,), first, STEP_DTYPE)
+    row_of = jnp.zeros((slots,), STEP_DTYPE)
+
+    def block(c):
+        queue, records, written, owner, taken, slot, slot_hps, clock, row_of, executed = c
+        active = (owner >= 0) & ~(slot.diverged | slot.converged)
+        slot, done_steps = _advance_chunk(program, slot, slot_hps, hp_axes, task, task_axes, clock, k, specialized,
+                                          period, capacity)
+        clock = clock + k
+        at_record = active & (clock == steps_here[jnp.minimum(row_of, r_last - r_first - 1)])
+        target = jnp.where(at_record, owner, size)
+        values = observe(slot, slot_hps)
+        records = jax.tree.map(lambda buf, v: buf.at[row_of, target].set(v, mode="drop"), records, values)
+        row_of = row_of + at_record
+        done = (owner >= 0) & (slot.diverged | slot.converged | (clock >= last))
+        back = jnp.where(done, owner, size)
+        queue = jax.tree.map(lambda q, v: q.at[back].set(v, mode="drop"), queue, slot)
+        written = written.at[back].set(row_of, mode="drop")
+        fresh, done_grid, taken = next_rows(done, taken)
+        owner = jnp.where(done_grid, fresh, owner.reshape(per_column, columns)).reshape(slots)
+        loaded, loaded_hps = load(queue, owner)
+        slot = jax.tree.map(lambda new, old: jnp.where(_wide(done, old), new, old), loaded, slot)
+        slot_hps = {name: jnp.where(done, loaded_hps[name], slot_hps[name]) if name in hp_names else value
+                    for name, value in slot_hps.items()}
+        clock = jnp.where(done, first, clock)
+        row_of = jnp.where(done, 0, row_of)
+        return queue, records, written, owner, taken, slot, slot_hps, clock, row_of, executed + done_steps
+
+    carry = (queue, records, written, owner, taken, slot, slot_hps, clock, row_of, jnp.zeros((), EXECUTED_DTYPE))
+    queue, records, written, *_, executed = jax.lax.while_loop(lambda c: jnp.any(c[3] >= 0), block, carry)
+    final = observe(queue, hps)
+    later = jnp.arange(r_last - r_first)[:, None] >= written[None, :]
+    records = jax.tree.map(lambda buf, v: jnp.where(_wide(later, buf), v[None], buf), records, final)
+    return queue, records, executed
+
+
+def _wide(mask, like):
+    """`mask` with trailing axes of length 1 up to `like`'s rank (for `jnp.where` over a row's values)."""
+    return mask.reshape(mask.shape + (1,) * (jnp.ndim(like) - mask.ndim))
 
 
 DATA_STREAM = np.uint32(2**32 - 1)     # run ids are int32 >= 0, so the data keys never meet a run's key
@@ -380,17 +568,22 @@ def chunk_task(program: Program, root_key, hps, hp_axes, task, period: int | Non
     return task | drawn, axes | {name: axis for name in drawn}
 
 
-def run_chunk(program: Program, root_key, run_ids, live, hps, task, specialized=(), period=None, capacity=1):
+def run_chunk(program: Program, root_key, run_ids, live, hps, task, specialized=(), period=None, capacity=1,
+              slots=None, slot_capacity=1):
     """Every trajectory of one chunk from init to the last recorded step. A hyperparameter given
     as a scalar is one value for the whole chunk (unbatched); those in `specialized` ((name,
     values) pairs) are also compiled in as constants for the GD steps. With `period`, the chunk's
     rows cycle through `period` seeds (seed fastest), and the drawn data is kept once per seed.
     Rows not `live` (the fillers of `CompiledChunk.launch`) start frozen, so they never keep the
-    chunk running; `capacity` is the replay's sub-batch.
+    chunk running. The chunk runs in lockstep up to the program's `refill_from`, then in `slots`
+    refilled slots (`_refill_phase`) to the end (all in lockstep, over the same recorded and
+    checked steps, when `slots` is None or not fewer than the rows); `capacity` and
+    `slot_capacity` are the hit replays' sub-batches of the two.
 
     Returns (summary, records): summary arrays of shape (B, ...) (with the model's `summarize`
-    scalars of the final parameters, if it has one) and records (loss (R, B), the model's
-    observations {"sigma": (R, B, k), name: (R, B) or (R, B, n)}) at `program.record_steps`.
+    scalars of the final parameters, if it has one, and `executed`, the trajectory-steps the
+    chunk computed) and records (loss (R, B), the model's observations {"sigma": (R, B, k), name:
+    (R, B) or (R, B, n)}) at `program.record_steps`.
     """
     keys = jax.vmap(lambda i: jax.random.fold_in(root_key, i))(run_ids)
     hp_axes = {name: None if jnp.ndim(value) == 0 else 0 for name, value in hps.items()}
@@ -398,26 +591,19 @@ def run_chunk(program: Program, root_key, run_ids, live, hps, task, specialized=
     state = rows_map(functools.partial(init_state, program), (0, hp_axes, task_axes), period)(keys, hps, task)
     state = state.replace(converged=state.converged | ~live)
     batched_record = rows_map(functools.partial(record, program), (0, hp_axes, task_axes), period)
+    observe = lambda st, h: batched_record(st, h, task)  # noqa: E731
     steps = np.asarray(program.record_steps)
-    bounds = jnp.asarray(np.stack([steps[:-1], steps[1:]], axis=1), STEP_DTYPE)
-
-    def segment(state, bound):
-        def running(carry):
-            start, st = carry
-            return (start < bound[1]) & ~jnp.all(st.diverged | st.converged)
-
-        def block(carry):
-            start, st = carry
-            stop = jnp.minimum(start + program.check_every, bound[1])
-            return stop, _advance_chunk(program, st, hps, hp_axes, task, task_axes, start, stop, specialized, period,
-                                        capacity)
-
-        _, state = jax.lax.while_loop(running, block, (bound[0], state))
-        return state, batched_record(state, hps, task)
-
-    first = batched_record(state, hps, task)
-    state, rest = jax.lax.scan(segment, state, bounds)
-    loss, observed = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+    first = program.refill_from if slots is not None and slots < len(run_ids) else steps[-1]    # else no refill
+    parts = [jax.tree.map(lambda v: v[None], observe(state, hps))]
+    state, head, executed = _lockstep(program, state, hps, hp_axes, task, task_axes, steps[steps <= first], observe,
+                                      specialized, period, capacity)
+    parts.append(head)
+    if first < steps[-1]:
+        state, rest, refilled = _refill_phase(program, state, hps, hp_axes, task, task_axes, observe, slots,
+                                              specialized, period, slot_capacity)
+        parts.append(rest)
+        executed = executed + refilled
+    loss, observed = jax.tree.map(lambda *p: jnp.concatenate(p), *parts)
     summary = {
         "final_loss": loss[-1],
         "diverged": state.diverged,
@@ -425,6 +611,7 @@ def run_chunk(program: Program, root_key, run_ids, live, hps, task, specialized=
         "steps_run": state.steps_run,
         "hit": state.hit,
         "chosen": state.chosen,
+        "executed": executed,
     }
     summarize = getattr(program.model, "summarize", None)
     if summarize is not None:
@@ -487,6 +674,25 @@ def compiled_batch(size: int, period: int | None = None, devices: int | None = N
     per_device = -(-rows // devices)
     slot_rows = next((r for r in SLOT_ROWS if r >= per_device), -(-per_device // LANES) * LANES)
     return devices * period * slot_rows
+
+
+SLOT_SHARE = 8
+"""A chunk without a per-seed layout runs its refill phase in 1/`SLOT_SHARE` as many slots as it
+has trajectories (whole `LANES` blocks per device): a slot serves several trajectories one after
+another, and the last ones of a chunk, which run while the pending ones are gone, keep at most
+that share of the chunk busy."""
+
+
+def slot_count(batch: int, period: int | None = None, devices: int | None = None) -> int:
+    """Slots of the refill phase of a chunk program compiled for `batch` rows: with a per-seed
+    layout of `period` seeds, `SLOT_ROWS[0]` per seed on each device (the seed slot's rows are
+    whole vectors, as in lockstep); else 1/`SLOT_SHARE` of the batch in whole `LANES` blocks per
+    device. Never more than the batch."""
+    devices = devices or len(jax.local_devices())
+    if period:
+        return min(batch, period * SLOT_ROWS[0] * devices)
+    block = devices * LANES
+    return min(batch, max(block, batch // SLOT_SHARE // block * block))
 
 
 def replay_capacity(batch: int, block: int) -> int:
@@ -555,9 +761,12 @@ class CompiledChunk:
 
     @staticmethod
     def fetch(launched: tuple[tuple[int, int], Any]) -> tuple[dict, tuple]:
+        """The chunk's rows of a launched program's results (and `executed`, the trajectory-steps
+        its whole batch computed, fillers and replays included)."""
         (offset, n), (summary, records) = launched
         rows = slice(offset, offset + n)
-        summary = jax.tree.map(lambda v: np.asarray(v)[rows], summary)
+        summary = {name: float(value) if name == "executed" else jax.tree.map(lambda v: np.asarray(v)[rows], value)
+                   for name, value in summary.items()}
         records = jax.tree.map(lambda r: np.asarray(r)[:, rows], records)
         return summary, records
 
@@ -579,6 +788,31 @@ def _abstract_args(program: Program, batch: int, hp_names, task, constant=()):
 
 PROBE_BATCH = 64
 HOST_COPIES = 4      # results on the host: the NumPy copy, float64 tables, the Parquet buffer
+
+
+STATE_COPIES = 16    # a bound on the copies of a trajectory's state a chunk program holds (phases, replays, gradients)
+ROUGH_SHARE = 4      # the rough bound is trusted while it stays under 1/4 of the budget
+
+
+def rough_bytes(program: Program, hp_names, task, seeds: int = 1) -> tuple[int, int]:
+    """A bound on a chunk program's memory without compiling it, (fixed, per trajectory): the task
+    and the data drawn for each of `seeds` seeds, and per trajectory its outputs (records and
+    summary, device and `HOST_COPIES`) and `STATE_COPIES` copies of its state, from
+    `jax.eval_shape`. Trusted only far below the budget (`ROUGH_SHARE`); the memory analysis of a
+    compiled probe (`bytes_per_trajectory`) decides elsewhere."""
+    size = lambda tree: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))  # noqa: E731
+    args = _abstract_args(program, 1, hp_names, task)
+    outputs = jax.eval_shape(lambda *a: run_chunk(program, *a), *args)
+    def initial(key, run_ids, hps, task):
+        hp_axes = {name: 0 for name in hps}
+        task, task_axes = chunk_task(program, key, hps, hp_axes, task)
+        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(run_ids)
+        return rows_map(functools.partial(init_state, program), (0, hp_axes, task_axes))(keys, hps, task)
+
+    state = jax.eval_shape(initial, args[0], args[1], args[3], task)
+    draw = getattr(program.model, "draw", None)
+    drawn = 0 if draw is None else size(jax.eval_shape(lambda k: draw(k, task), args[0]))
+    return size(task) + seeds * drawn, (1 + HOST_COPIES) * size(outputs) + STATE_COPIES * size(state)
 
 
 def bytes_per_trajectory(program: Program, hp_names, task) -> int:
@@ -626,8 +860,10 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     period = len(seeds) if seeds else None
     batch = compiled_batch(batch, period)
     start = time.perf_counter()
+    slots = slot_count(batch, period)
     fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant), period=period,
-                           capacity=replay_capacity(batch, len(devices) * LANES))
+                           capacity=replay_capacity(batch, len(devices) * LANES), slots=slots,
+                           slot_capacity=replay_capacity(slots, len(devices) * LANES))
     if len(devices) > 1:
         mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
         rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))

@@ -39,7 +39,9 @@ class SpecError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """What is recorded: `points` steps on a log or linear schedule, and the hitting levels."""
+    """What is recorded: at most `points` steps on a log or linear schedule (where its gaps reach
+    `stop.check_every`, rounded to the steps where trajectories are checked:
+    `engine.record_plan`), and the hitting levels."""
 
     schedule: str = "log"
     points: int = 200
@@ -53,8 +55,9 @@ class Stop:
     converged: every hitting level reached and loss <= rel_loss * initial loss or loss <= `loss`
     (an absolute threshold, 0 = none);
     diverged: non-finite parameters or loss, or loss > blowup * initial loss.
-    Both are checked every `check_every` steps; a diverged trajectory is restored to the
-    last checked state.
+    Both are checked every `check_every` steps (and at each recorded step before that interval
+    is reached; then on the grid steps - j check_every); a diverged trajectory is restored to
+    the last checked state.
     """
 
     rel_loss: float = 1e-6

@@ -115,12 +115,17 @@ def _json_bytes(value) -> bytes:
     return (json.dumps(value, indent=2) + "\n").encode()
 
 
-def _parquet_bytes(frame: pd.DataFrame) -> bytes:
-    """A frame as a Parquet file's bytes. Dictionary encoding for the integer and flag columns
-    only: float columns almost never repeat, and encoding them costs half the writing time."""
-    repeated = [c for c in frame.columns if frame[c].dtype.kind in "iub"]
+def _parquet_bytes(frame: pd.DataFrame | pa.Table) -> bytes:
+    """A frame or an Arrow table as a Parquet file's bytes. Dictionary encoding for the integer
+    and flag columns only: float columns almost never repeat, and encoding them costs half the
+    writing time."""
     buffer = io.BytesIO()
-    frame.to_parquet(buffer, index=False, use_dictionary=repeated)
+    if isinstance(frame, pa.Table):
+        repeated = [f.name for f in frame.schema if pa.types.is_integer(f.type) or pa.types.is_boolean(f.type)]
+        pq.write_table(frame, buffer, use_dictionary=repeated)
+    else:
+        repeated = [c for c in frame.columns if frame[c].dtype.kind in "iub"]
+        frame.to_parquet(buffer, index=False, use_dictionary=repeated)
     return buffer.getvalue()
 
 
@@ -487,9 +492,11 @@ def selection_order(chosen: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarr
 
 
 def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], summary: dict,
-                 records: tuple[np.ndarray, dict], record_steps: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The tidy tables of one chunk: one row per trajectory, one per (trajectory, recorded step)
-    up to the step where the trajectory stopped, that step included, with the loss and every
+                 records: tuple[np.ndarray, dict], record_steps: np.ndarray) -> tuple[pd.DataFrame, pa.Table]:
+    """The tidy tables of one chunk: one row per trajectory (a DataFrame), one per (trajectory,
+    recorded step) up to the step where the trajectory stopped, that step included (an Arrow
+    table, its values in the sweep's dtype as computed: float32 for a float32 sweep, half the
+    bytes to write; `load_trajectories` reads them as float64), with the loss and every
     observed value (`sigma` -> sigma_0, sigma_1, ...; any other observation `name` -> a column
     `name`, or name_0, name_1, ... for a vector); the model's summaries of its final state are
     columns too, a vector one (a final predictor) as a list column. Models that select features add
@@ -517,14 +524,14 @@ def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], 
     shown = runs["steps_run"][:, None] > previous[None, :]           # (B, R), row-major: by run, then step
     trajectories = {"run_id": np.broadcast_to(runs["run_id"][:, None], shown.shape)[shown],
                     "step": np.minimum(steps[None, :], runs["steps_run"][:, None])[shown],
-                    "loss": loss.T[shown].astype(np.float64)}
+                    "loss": loss.T[shown]}
     for name, values in observed.items():
         if values.ndim == 2:                                        # (R, B): a scalar per step
-            trajectories[name] = values.T[shown].astype(np.float64)
+            trajectories[name] = values.T[shown]
         else:                                                       # (R, B, n): a vector per step
             for i in range(values.shape[2]):
-                trajectories[f"{name}_{i}"] = values[:, :, i].T[shown].astype(np.float64)
-    return pd.DataFrame(runs), pd.DataFrame(trajectories)
+                trajectories[f"{name}_{i}"] = values[:, :, i].T[shown]
+    return pd.DataFrame(runs), pa.table(trajectories)
 
 
 def load(folder: str | Path, chunks=None, columns: list[str] | None = None) -> pd.DataFrame:
@@ -538,8 +545,9 @@ def load(folder: str | Path, chunks=None, columns: list[str] | None = None) -> p
 
 def load_trajectories(folder: str | Path) -> pd.DataFrame:
     """The trajectories table (one row per run and recorded step) of finished chunks, sorted by
-    run_id and step."""
+    run_id and step, every value column as float64 (float32 sweeps store float32)."""
     frame = _read_parts(Path(folder), TRAJECTORIES)
+    frame = frame.astype({c: np.float64 for c in frame.columns if frame[c].dtype == np.float32})
     return frame.sort_values(["run_id", "step"], ignore_index=True)
 
 
