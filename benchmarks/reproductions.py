@@ -282,12 +282,15 @@ def render(results: list[Result], info: dict[str, str], per_group: int) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     info = machine_info(MODULE) | {"DLSWEEP_CACHE_DIR": os.environ.get("DLSWEEP_CACHE_DIR", "(unset)")}
+    results = []
     with tempfile.TemporaryDirectory() as cache:      # JAX opens its persistent cache once per process
-        results = [measure(name, args.sample, cache) for name in args.names]
-    markdown = render(results, info, args.sample)
+        for name in args.names:
+            results.append(measure(name, args.sample, cache))
+            markdown = render(results, info, args.sample)
+            if args.write:                            # after each reproduction: an interrupted run keeps its rows
+                report.write_section(RESULTS, markdown)
     print(markdown)
     if args.write:
-        report.write_section(RESULTS, markdown)
         log(f"wrote the reproductions section of {RESULTS}")
     return 0
 
