@@ -106,8 +106,7 @@ def record_steps(schedule: str, points: int, steps: int, check_every: int = 64) 
 class Program:
     """Static configuration of a chunk program: everything that keys the compile cache.
     From step `refill_from` on, trajectories run in refilled slots (`record_plan`; the last step:
-    all in lockstep, as in a sweep whose stop rule never converges: only a diverged run would
-    free its slot early)."""
+    all in lockstep, `with_refill_if_worth_it`)."""
 
     model: Any
     levels: tuple[float, ...]
@@ -122,8 +121,6 @@ class Program:
     @classmethod
     def from_sweep(cls, sweep, model) -> "Program":
         steps, first = record_plan(sweep.record.schedule, sweep.record.points, sweep.steps, sweep.stop.check_every)
-        if sweep.stop.rel_loss == 0 and sweep.stop.loss == 0:
-            first = sweep.steps           # nothing converges early: the refill would have nothing to fill
         return cls(model, sweep.record.levels, tuple(int(s) for s in steps), sweep.stop.check_every,
                    sweep.stop.rel_loss, sweep.stop.blowup, sweep.dtype, sweep.stop.loss, first)
 
@@ -146,11 +143,16 @@ def step_flops(program: Program, hp_names, task) -> float:
 
 
 def with_refill_if_worth_it(program: Program, hp_names, task, n_runs: int) -> Program:
-    """`program`, or the same all in lockstep (`refill_from` at the last step) when its sweep's
-    work is under `REFILL_MIN_FLOPS`: the results are the same bit for bit either way (the
-    recorded and checked steps do not change), only the time differs."""
+    """`program`, or the same all in lockstep (`refill_from` at the last step) when refilling
+    cannot pay: its stop rule never converges (`rel_loss` and `loss_below` 0: only a diverged run
+    would free a slot early) or its sweep's work is under `REFILL_MIN_FLOPS`. The results are the
+    same bit for bit either way (the recorded and checked steps do not change), only the time
+    differs."""
     steps = program.record_steps[-1]
-    if program.refill_from >= steps or n_runs * steps * step_flops(program, hp_names, task) >= REFILL_MIN_FLOPS:
+    if program.refill_from >= steps:
+        return program
+    converges = program.rel_loss > 0 or program.loss_below > 0
+    if converges and n_runs * steps * step_flops(program, hp_names, task) >= REFILL_MIN_FLOPS:
         return program
     return dataclasses.replace(program, refill_from=steps)
 
@@ -224,7 +226,8 @@ def _gd_step(program: Program, params, opt_state, hp, task):
 
 
 def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, n):
-    """GD steps start .. start+n-1 (`n` one count for the whole batch, `start` the trajectory's own) with the running maximum of sigma_i / sigma*_i over the states
+    """GD steps start .. start+n-1 (`n` one count for the whole batch, `start` the trajectory's
+    own) with the running maximum of sigma_i / sigma*_i over the states
     after each step: one max per value and step, enough to tell whether any level was first
     reached in the block (not kept when no levels are recorded); selections are kept exactly.
     For a model with `drift_from`, sigma is observed only every `ANCHOR_EVERY` steps and bounded
