@@ -120,6 +120,20 @@ def cache_sizes() -> str:
     return ", ".join(parts)
 
 
+def accelerator() -> str | None:
+    """The kind of the first local device when JAX runs on an accelerator (e.g. "NVIDIA H100 80GB
+    HBM3"), else None: a benchmark run there writes sections of their own, titled with it."""
+    import jax
+
+    return None if jax.default_backend() == "cpu" else jax.devices()[0].device_kind
+
+
+def on_device(title: str) -> str:
+    """A section title, with the accelerator named where one runs the benchmark."""
+    device = accelerator()
+    return title if device is None else f"{title}, on one {device}"
+
+
 def machine_info(module: str = "benchmarks") -> dict[str, str]:
     import jax
     import jaxlib
@@ -141,6 +155,7 @@ def machine_info(module: str = "benchmarks") -> dict[str, str]:
         "python": f"{platform.python_version()} ({sys.executable})",
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", "(unset)"),
         "jax / jaxlib": f"{jax.__version__} / {jaxlib.__version__} ({jax.default_backend()})",
+        **({"accelerator": f"{len(jax.local_devices())} x {accelerator()}"} if accelerator() else {}),
         "numpy / pandas": f"{np.__version__} / {pandas.__version__}",
         "command": command_line(module),
     }

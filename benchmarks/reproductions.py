@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import report
-from benchmarks.common import machine_info
+from benchmarks.common import accelerator, machine_info, on_device
 from benchmarks.per_run import PerRun
 from dlsweep import api, engine, reproduce, spec, store
 
@@ -49,6 +49,7 @@ RUN_ALL_BELOW = 20.0            # seconds: a sweep whose per-run estimate is bel
 WARM_BELOW = 60.0               # seconds: a reproduction whose cold run is shorter is run again, warm
 LOSS_RTOL, LOSS_ATOL = 1e-3, 1e-6
 RATIO_GOAL, EXECUTED_GOAL = 2.0, 1.1
+ACCELERATOR_GOALS = {"gissin-fig6": 5.0}    # seconds end to end (cold) on one H100-class accelerator
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -248,8 +249,12 @@ def render(results: list[Result], info: dict[str, str], per_group: int) -> str:
     details = [f"- {r.name} / {s.label}: {s.runs:,} runs, {s.needed:,} traj-steps needed; per-run compile "
                f"{s.compile_seconds:.2f} s, {s.ran} runs run ({'all' if s.measured else f'up to {per_group} per leading value'}), "
                f"us per computed step by {s.rates}" for r in results for s in r.sweeps]
+    device_goals = [f"- {name} full on one accelerator in under {goal:g} s (end to end, cold): "
+                    f"{'met' if r.dlsweep_seconds < goal else 'NOT met'} (measured {r.dlsweep_seconds:.1f} s)"
+                    for r in results for name, goal in ACCELERATOR_GOALS.items()
+                    if accelerator() and r.name == name and r.dlsweep_seconds is not None]
     return "\n".join([
-        TITLE, "",
+        on_device(TITLE), "",
         "Each bundled reproduction at full size: dlsweep end to end (`reproduce.run`: sweeps, thresholds, figures) "
         "against the per-run jitted JAX loop of `benchmarks/per_run.py` (one `jax.jit` of a whole trajectory, "
         "compile included, called once per run, each run stopped by the sweep's rule). Per-run times are measured "
@@ -266,7 +271,7 @@ def render(results: list[Result], info: dict[str, str], per_group: int) -> str:
         "- " + goal_line(f"ratio >= {RATIO_GOAL:g} on every reproduction run warm (those under {WARM_BELOW:g} s "
                          "cold)", warm_ratios, RATIO_GOAL, True),
         "- " + goal_line(f"executed/needed <= {EXECUTED_GOAL:g} on every reproduction with a stop rule", executed,
-                         EXECUTED_GOAL, False), "",
+                         EXECUTED_GOAL, False), *device_goals, "",
         "Ratio > 1: dlsweep is faster. Cold: the first run, every chunk program compiled (into an empty "
         "persistent cache); warm: the same reproduction again, as a user's second run, its programs loaded from "
         f"dlsweep's compilation cache (on by default; measured where the cold run took under {WARM_BELOW:g} s, "

@@ -107,6 +107,40 @@ def test_chunk_size_changes_no_bit(tmp_path, monkeypatch, family, refill):
             assert_identical(a, b)
 
 
+SMALL = {
+    # 6 runs with hits at 3 levels: replays of one row at a time
+    "toy": {"name": "st", "model": "toy", "steps": 3000, "dtype": "float32",
+            "task": {"sigma_star": [12.0, 6.0, 4.0, 3.0]},
+            "axes": {"depth": [2, 3], "sigma0": [1e-3, 1e-2, 1e-1], "lr": [4e-3]},
+            "record": {"points": 20}, "stop": {"rel_loss": 1e-3}},
+    # a per-seed layout of 3 seeds x 2 runs per seed, hits replayed with the data of their seed
+    "matrix_sensing": {"name": "sms", "model": "matrix_sensing", "steps": 300, "dtype": "float32", "seed": 5,
+                       "task": {"sigma_star": [3.0, 2.0, 1.0], "d": 3, "measurements": 6, "init": "gaussian"},
+                       "axes": {"depth": [2], "sigma0": [1e-3, 1e-1], "lr": [0.05], "seed": [0, 1, 2]},
+                       "record": {"points": 12}, "stop": {"rel_loss": 1e-2}},
+}
+
+
+@pytest.mark.parametrize("family", list(SMALL))
+def test_a_small_sweep_is_compiled_at_its_own_size(tmp_path, family):
+    """A sweep smaller than one vector block (`engine.small_sweep_batch`) computes no filler block:
+    the default chunk program's batch is its run count and its chunk-record's executed
+    trajectory-steps are at most runs x steps plus the one-row replays; chunks of 1, 2 and 5 put
+    each run at its fixed position among fillers: the same bits as the default."""
+    sweep = spec.resolve(SMALL[family])
+    program, flat, task = api.compile_inputs(sweep)
+    compiled = api.compile_sweep(sweep, program, task, flat.size, flat.size)
+    assert compiled.batch == flat.size * len(jax.local_devices())
+    folders = [api.run(sweep, out=tmp_path / str(size), chunk_size=size, progress_bar=False).folder
+               for size in (None, 1, 2, 5)]
+    (record,) = store.chunk_records(folders[0]).values()
+    assert record["executed_traj_steps"] <= 2 * flat.size * sweep.steps
+    tables = [frames(folder) for folder in folders]
+    for other in tables[1:]:
+        for a, b in zip(tables[0], other):
+            assert_identical(a, b)
+
+
 def test_early_stop_of_a_chunk_does_not_change_results(tmp_path):
     """A chunk whose trajectories all converge early stops early; the same trajectories inside a
     chunk that keeps running (one slow trajectory) are frozen at the same step with the same values."""
@@ -223,34 +257,37 @@ import sys
 from dlsweep import api, spec
 sweep = spec.resolve({"name": "d", "model": "toy", "steps": 2000, "dtype": "float32",
     "task": {"sigma_star": [12.0, 6.0, 4.0, 3.0]},
-    "axes": {"depth": [1, 2, 3, 6], "sigma0": {"logspace": [-4, -0.5], "num": 9}, "lr": [1e-3, 4e-3]},
+    "axes": {"depth": [1, 2, 3, 6], "sigma0": {"logspace": [-4, -0.5], "num": int(sys.argv[3])}, "lr": [1e-3, 4e-3]},
     "record": {"points": 40}})
 report = api.run(sweep, out=sys.argv[1], chunk_size=int(sys.argv[2]), progress_bar=False)
-from dlsweep import engine
 program, flat, task = api.compile_inputs(sweep)
-compiled = engine.compile_chunk(program, int(sys.argv[2]), list(flat.columns), task, 0)
+compiled = api.compile_sweep(sweep, program, task, int(sys.argv[2]), flat.size)
 n = int(sys.argv[2])
 _, (summary, _) = compiled.launch(range(n), {k: v[:n] for k, v in flat.columns.items()}, task)
 print("shards", [s.data.shape[0] for s in summary["final_loss"].addressable_shards])
 """
 
 
-def _run_in_process(tmp_path, folder, chunk_size, env):
+def _run_in_process(tmp_path, folder, chunk_size, sigma0s, env):
     script = tmp_path / "run_small_sweep.py"
     script.write_text(RUN_SMALL_SWEEP)
-    done = subprocess.run([sys.executable, str(script), str(folder), str(chunk_size)], env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, str(script), str(folder), str(chunk_size), str(sigma0s)],
+                          env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return done
 
 
-def test_four_devices_give_the_same_dataset_as_one(tmp_path):
-    """The batch axis sharded over 4 (simulated CPU) devices, each computing one vector block of
-    `engine.LANES` trajectories (a chunk of 24 padded to 4 x 64): same bits as one device."""
-    one = _run_in_process(tmp_path, tmp_path / "one", 24, {})
-    four = _run_in_process(tmp_path, tmp_path / "four", 24, {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
-    assert f"shards [{engine.LANES}]" in one.stdout
-    assert f"shards [{', '.join([str(engine.LANES)] * 4)}]" in four.stdout
+@pytest.mark.parametrize(("sigma0s", "per_device"), [(9, engine.LANES), (3, 24)], ids=["blocks", "small-sweep"])
+def test_four_devices_give_the_same_dataset_as_one(tmp_path, sigma0s, per_device):
+    """The batch axis sharded over 4 (simulated CPU) devices, each computing the layout one device
+    computes: one vector block of `engine.LANES` trajectories for a sweep of 72 (a chunk of 24
+    padded to 4 x 64), or a sweep of 24 at its own size (`engine.small_sweep_batch`) on each
+    device (the runs on the first): same bits as one device."""
+    one = _run_in_process(tmp_path, tmp_path / "one", 24, sigma0s, {})
+    four = _run_in_process(tmp_path, tmp_path / "four", 24, sigma0s,
+                           {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
+    assert f"shards [{per_device}]" in one.stdout
+    assert f"shards [{', '.join([str(per_device)] * 4)}]" in four.stdout
     assert store.read_manifest(tmp_path / "four")["devices"] == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
     for a, b in zip(frames(tmp_path / "one"), frames(tmp_path / "four")):
         assert len(a) and a.equals(b)
@@ -260,12 +297,12 @@ def test_compiled_programs_persist_in_the_cache_folder(tmp_path):
     """A run leaves its compiled program in $DLSWEEP_CACHE_DIR; `off` leaves nothing behind, and
     the results do not depend on the cache."""
     cache = tmp_path / "cache"
-    _run_in_process(tmp_path, tmp_path / "a", 72, {"DLSWEEP_CACHE_DIR": str(cache)})
+    _run_in_process(tmp_path, tmp_path / "a", 72, 9, {"DLSWEEP_CACHE_DIR": str(cache)})
     entries = {p.name for p in cache.iterdir()}
     assert any(name.startswith("jit_") for name in entries), entries
-    _run_in_process(tmp_path, tmp_path / "b", 72, {"DLSWEEP_CACHE_DIR": str(cache)})    # loaded, not compiled
+    _run_in_process(tmp_path, tmp_path / "b", 72, 9, {"DLSWEEP_CACHE_DIR": str(cache)})    # loaded, not compiled
     assert {p.name for p in cache.iterdir()} == entries
-    _run_in_process(tmp_path, tmp_path / "c", 72, {"DLSWEEP_CACHE_DIR": "off", "HOME": str(tmp_path / "home"),
+    _run_in_process(tmp_path, tmp_path / "c", 72, 9, {"DLSWEEP_CACHE_DIR": "off", "HOME": str(tmp_path / "home"),
                                                    "XDG_CACHE_HOME": str(tmp_path / "xdg")})
     assert not (tmp_path / "xdg").exists() and not (tmp_path / "home").exists()
     for folder in ("b", "c"):

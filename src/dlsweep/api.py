@@ -71,13 +71,17 @@ def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
     return engine.with_refill_if_worth_it(program, list(sweep.axes), task, n_runs), grid.build(sweep.axes), task
 
 
-def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict, cycle: int = 1) -> int:
+def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict, cycle: int = 1,
+                       small: int | None = None) -> int:
     """Chunk size for `n_runs` trajectories from XLA's memory analysis of the chunk program, within
     the memory budget and the backend's useful maximum, whole smallest batches of the program
     (`cycle` seeds of a per-seed layout), then the batch compiled for it (`engine.compiled_batch`),
     so only the last chunk of a group has fillers. A grid no larger than the analysis's probe
     batch, or one whose largest chunk stays far below the budget by a bound found without
-    compiling (`engine.rough_bytes`), is cut by the maximum alone: the program is compiled once."""
+    compiling (`engine.rough_bytes`), is cut by the maximum alone: the program is compiled once.
+    A small sweep (`engine.small_sweep_batch`) is one chunk of its `small` runs."""
+    if small:
+        return small
     period = cycle if cycle > 1 else None
     multiple = engine.compiled_batch(1, period)
     budget = engine.memory_budget()
@@ -97,6 +101,12 @@ def seed_cycle(sweep: Sweep, program: engine.Program) -> int:
     return len(engine.seed_slots(program.model, sweep.axes) or ()) or 1
 
 
+def small_batch(sweep: Sweep, program: engine.Program) -> int | None:
+    """The batch of a sweep smaller than one vector block (`engine.small_sweep_batch`), else None."""
+    cycle = seed_cycle(sweep, program)
+    return engine.small_sweep_batch(math.prod(len(v) for v in sweep.axes.values()), cycle if cycle > 1 else None)
+
+
 def chunk_group(sweep: Sweep, program: engine.Program) -> int:
     """The run ids a chunk never straddles (`grid.aligned_group`), given the smallest batch the
     sweep's program computes on one device (`engine.compiled_batch`; not the local device count,
@@ -112,7 +122,7 @@ def compile_sweep(sweep: Sweep, program: engine.Program, task: dict, size: int, 
     follows_leading = group < math.prod(len(values) for values in sweep.axes.values())
     return engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
                                 constant=grid.constant_axes(sweep.axes, follows_leading),
-                                seeds=engine.seed_slots(program.model, sweep.axes))
+                                seeds=engine.seed_slots(program.model, sweep.axes), small=small_batch(sweep, program))
 
 
 def _prepared(spec: str | Path | Sweep, out, overrides: Sequence[str], chunk_size: int | None, max_chunks: int | None,
@@ -155,7 +165,8 @@ def _chunks_to_run(plan: list[grid.Chunk], finished: set[int], shard: tuple[int,
 def _fresh_manifest(sweep: Sweep, program: engine.Program, flat: grid.Grid, task: dict, chunk_size: int | None,
                     group: int) -> dict:
     """The manifest of a new run folder: its chunk plan, of `chunk_size` or the default chunk size."""
-    size = chunk_size or default_chunk_size(program, group, list(flat.columns), task, seed_cycle(sweep, program))
+    size = chunk_size or default_chunk_size(program, group, list(flat.columns), task, seed_cycle(sweep, program),
+                                            small_batch(sweep, program))
     return store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size, group)), group)
 
 

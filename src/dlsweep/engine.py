@@ -18,8 +18,10 @@ chunk in blocks of `check_every` steps (`_advance_chunk`: every trajectory with 
 only those whose peak reached a new level again with exact hits) and ends early once every
 trajectory is frozen. Frozen trajectories are computed and discarded (SIMD has no per-lane skip),
 so a trajectory's result never depends on which others share its chunk; and every compiled batch
-is whole vector blocks laid out by the sweep alone (`LANES`, `seed_slots`, `COMPILER_OPTIONS`),
-so it never depends on the chunk size, the device count or the shard either, bit for bit.
+is whole vector blocks laid out by the sweep alone (`LANES`, `seed_slots`, `COMPILER_OPTIONS`), or
+a sweep smaller than one block at its own size, each run at a fixed position
+(`small_sweep_batch`), so it never depends on the chunk size, the device count or the shard
+either, bit for bit.
 """
 
 from __future__ import annotations
@@ -665,12 +667,24 @@ def seed_slots(model, axes: dict[str, np.ndarray]) -> tuple[int, ...] | None:
     return tuple(int(s) for s in seeds)
 
 
-def compiled_batch(size: int, period: int | None = None, devices: int | None = None) -> int:
+def small_sweep_batch(n_runs: int, period: int | None = None) -> int | None:
+    """The batch of a sweep smaller than one vector block (at most `LANES` runs; with a per-seed
+    layout of `period` seeds, at most `SLOT_ROWS[0]` runs per seed): its own size, each run at
+    the position of its run id in every chunk program, so no chunk size puts a run at another
+    position and no filler block is computed. None for a larger sweep."""
+    limit = period * SLOT_ROWS[0] if period else LANES
+    return n_runs if n_runs <= limit else None
+
+
+def compiled_batch(size: int, period: int | None = None, devices: int | None = None, small: int | None = None) -> int:
     """The batch compiled for chunks of `size` run ids: whole `LANES` blocks on each of `devices`
     (default: every local device); with a per-seed layout of `period` seeds, whole cycles on each
     device with a number of rows per seed from `SLOT_ROWS` or a multiple of `LANES`, enough for a
-    chunk that starts at any seed slot."""
+    chunk that starts at any seed slot. A small sweep (`small_sweep_batch`) is `small` rows on
+    each device (the runs on the first, fillers on the others)."""
     devices = devices or len(jax.local_devices())
+    if small:
+        return devices * small
     if not period:
         return -(-size // (devices * LANES)) * devices * LANES
     rows = -(-(size + (period - 1 if size % period else 0)) // period)       # per seed, at most
@@ -736,6 +750,7 @@ class CompiledChunk:
     root_key: Any
     constant: dict[str, tuple] = dataclasses.field(default_factory=dict)
     seeds: tuple[int, ...] | None = None
+    small: int | None = None
 
     def launch(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[tuple[int, int], Any]:
         run_ids = np.asarray(run_ids)
@@ -748,7 +763,7 @@ class CompiledChunk:
         if unknown:
             raise ValueError(f"{unknown} not among the values the program was compiled for")
         period = len(self.seeds) if self.seeds else None
-        offset = int(run_ids[0]) % period if period else 0       # seed is the fastest axis
+        offset = int(run_ids[0]) % (self.small or period or 1)      # seed is the fastest axis
         if not 0 < offset + n <= self.batch:
             raise ValueError(f"a chunk of {n} rows from slot {offset} does not fit the batch of {self.batch}")
         cycle = np.asarray(self.seeds or (), np.int32)
@@ -850,23 +865,29 @@ def max_chunk() -> int:
 
 
 def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, constant: dict[str, tuple] | None = None,
-                  seeds: tuple[int, ...] | None = None) -> CompiledChunk:
+                  seeds: tuple[int, ...] | None = None, small: int | None = None) -> CompiledChunk:
     """Lower and compile the chunk program for chunks of `batch` trajectories (timed) at the batch
     of `compiled_batch`, with XLA's `COMPILER_OPTIONS`. `constant` maps the axes with one value per
     chunk to the values they take (`specialized_axes`); `seeds` are the slots of the per-seed
-    layout (`seed_slots`). With several local devices the batch axis is sharded over all of them
-    (a 1-D `NamedSharding` mesh) and the task and key are replicated; every device computes whole
-    vector blocks, so the results equal a single-device run bit for bit."""
+    layout (`seed_slots`); `small` is the batch of a small sweep (`small_sweep_batch`), which runs
+    in lockstep and replays one row per device at a time. With several local devices the batch
+    axis is sharded over all of them (a 1-D `NamedSharding` mesh) and the task and key are
+    replicated; every device computes the same layout, so the results equal a single-device run
+    bit for bit."""
     use_compilation_cache()
     constant = dict(constant or {})
     devices = jax.local_devices()
     period = len(seeds) if seeds else None
-    batch = compiled_batch(batch, period)
+    batch = compiled_batch(batch, period, small=small)
     start = time.perf_counter()
-    slots = slot_count(batch, period)
+    if small:
+        slots, capacity, slot_capacity = None, len(devices), 1
+    else:
+        slots = slot_count(batch, period)
+        capacity = replay_capacity(batch, len(devices) * LANES)
+        slot_capacity = replay_capacity(slots, len(devices) * LANES)
     fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant), period=period,
-                           capacity=replay_capacity(batch, len(devices) * LANES), slots=slots,
-                           slot_capacity=replay_capacity(slots, len(devices) * LANES))
+                           capacity=capacity, slots=slots, slot_capacity=slot_capacity)
     if len(devices) > 1:
         mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
         rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
@@ -878,4 +899,5 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
         jitted = jax.jit(fn)
     lowered = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant))
     executable = lowered.compile(compiler_options=COMPILER_OPTIONS)
-    return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant, seeds)
+    return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant, seeds,
+                         small)
