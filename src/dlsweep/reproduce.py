@@ -245,6 +245,7 @@ class Reproduced:
     folder: Path                  # the run folder; with variants, the folder of their run folders
     thresholds: Path | None
     figures: list[Path]
+    runs: tuple[api.RunReport, ...] = ()     # each sweep's run: its compile and run (chunks and writing) seconds
 
 
 def spec_path(name: str) -> Path:
@@ -265,7 +266,7 @@ def run(name: str, quick: bool = False, out_root: str | Path = "runs", progress_
     folder = Path(out_root) / (f"{name}-quick" if quick else name)
     if repro.draw is not None:
         return Reproduced(name, folder, None, repro.draw(folder))
-    table_path, figures = None, []
+    table_path, figures, reports = None, [], []
     for variant in repro.variants or (Variant("", ""),):
         run_folder = folder / variant.folder if variant.folder else folder
         overrides = [*(repro.quick if quick else ()), *variant.overrides, *(variant.quick if quick else ()),
@@ -273,7 +274,7 @@ def run(name: str, quick: bool = False, out_root: str | Path = "runs", progress_
         missing = _missing_baseline(name, overrides)
         if missing:
             overrides.append("compare=false")
-        api.run(spec_path(name), out=run_folder, overrides=overrides, progress_bar=progress_bar)
+        reports.append(api.run(spec_path(name), out=run_folder, overrides=overrides, progress_bar=progress_bar))
         table_path, variant_figures = _analyse(repro, run_folder, variant.title and f"{repro.paper}: {variant.title}" or None,
                                                skip=NEEDS_BASELINE if missing else ())
         figures += variant_figures
@@ -284,7 +285,7 @@ def run(name: str, quick: bool = False, out_root: str | Path = "runs", progress_
                       f"{compare.INSTALL} (or bash scripts/setup.sh .venv compare) adds it", DlsweepWarning, stacklevel=2)
     if repro.combined:
         figures.append(_combined_figure(repro, folder))
-    return Reproduced(name, folder, table_path, figures)
+    return Reproduced(name, folder, table_path, figures, tuple(reports))
 
 
 def _missing_baseline(name: str, overrides: list[str]) -> str | None:
