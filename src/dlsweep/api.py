@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -67,8 +66,7 @@ def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
     family = models.FAMILIES[sweep.model]
     task = family.make_task(sweep)
     program = engine.Program.from_sweep(sweep, family.build(sweep))
-    n_runs = math.prod(len(values) for values in sweep.axes.values())
-    return engine.with_refill_if_worth_it(program, list(sweep.axes), task, n_runs), grid.build(sweep.axes), task
+    return engine.with_refill_if_worth_it(program, list(sweep.axes), task, sweep.n_runs), grid.build(sweep.axes), task
 
 
 def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict, cycle: int = 1,
@@ -101,25 +99,29 @@ def seed_cycle(sweep: Sweep, program: engine.Program) -> int:
     return len(engine.seed_slots(program.model, sweep.axes) or ()) or 1
 
 
+def _seed_period(sweep: Sweep, program: engine.Program) -> int | None:
+    """`seed_cycle` as the engine's `period`: None for a sweep without a per-seed layout."""
+    cycle = seed_cycle(sweep, program)
+    return cycle if cycle > 1 else None
+
+
 def small_batch(sweep: Sweep, program: engine.Program) -> int | None:
     """The batch of a sweep smaller than one vector block (`engine.small_sweep_batch`), else None."""
-    cycle = seed_cycle(sweep, program)
-    return engine.small_sweep_batch(math.prod(len(v) for v in sweep.axes.values()), cycle if cycle > 1 else None)
+    return engine.small_sweep_batch(sweep.n_runs, _seed_period(sweep, program))
 
 
 def chunk_group(sweep: Sweep, program: engine.Program) -> int:
     """The run ids a chunk never straddles (`grid.aligned_group`), given the smallest batch the
     sweep's program computes on one device (`engine.compiled_batch`; not the local device count,
     which would make the layout, and so the roundings, depend on the machine)."""
-    cycle = seed_cycle(sweep, program)
-    return grid.aligned_group(sweep.axes, engine.compiled_batch(1, cycle if cycle > 1 else None, devices=1))
+    return grid.aligned_group(sweep.axes, engine.compiled_batch(1, _seed_period(sweep, program), devices=1))
 
 
 def compile_sweep(sweep: Sweep, program: engine.Program, task: dict, size: int, group: int) -> engine.CompiledChunk:
     """The chunk program of a sweep for chunks of `size` that never straddle `group` run ids
     (`grid.aligned_group`): the axes with one value per chunk enter it unbatched, and data drawn
     per seed is kept once per seed in the sweep's per-seed layout (`engine.seed_slots`)."""
-    follows_leading = group < math.prod(len(values) for values in sweep.axes.values())
+    follows_leading = group < sweep.n_runs
     return engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
                                 constant=grid.constant_axes(sweep.axes, follows_leading),
                                 seeds=engine.seed_slots(program.model, sweep.axes), small=small_batch(sweep, program))
@@ -150,7 +152,7 @@ def _prepared(spec: str | Path | Sweep, out, overrides: Sequence[str], chunk_siz
 
 def _disk(sweep: Sweep, program: engine.Program, task: dict, n_chunks: int) -> Disk:
     """The disk a sweep's tables take, estimated from one trajectory's shapes."""
-    return Disk.estimate(math.prod(len(v) for v in sweep.axes.values()), len(sweep.axes), n_chunks,
+    return Disk.estimate(sweep.n_runs, len(sweep.axes), n_chunks,
                          len(program.record_steps), Columns.of(program, list(sweep.axes), task), sweep.dtype)
 
 

@@ -102,6 +102,11 @@ class Sweep:
             "compare": self.compare,
         }
 
+    @property
+    def n_runs(self) -> int:
+        """Trajectories in the grid: the product of the axes' sizes."""
+        return math.prod(len(values) for values in self.axes.values())
+
     def spec_hash(self) -> str:
         """sha256 of the canonical resolved spec: equal hashes mean identical results."""
         blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
