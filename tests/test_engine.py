@@ -244,6 +244,28 @@ def test_integer_power_and_its_derivative(w, n):
         assert float(slope) == pytest.approx(n * w ** (n - 1), rel=1e-14)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
+def test_integer_power_is_the_product_of_its_squares(n):
+    """float32, batched, one depth per element: w**n is bit for bit w**(n-1) w, w**(n-1) the
+    product of the squares w**(2**b) that the bits of n - 1 take, in that order (the NumPy float32
+    loop below); the square w**8 that n - 1 < 8 does not take overflows for w = 1e5 (1e40 > 3.4e38,
+    float32's largest) and leaves the power finite: 1e5**n is finite for n <= 7."""
+    w = np.array([1e5, -1e5, 0.7, -1.3, 0.02, 1.0 + 2**-20], np.float32)   # no subnormal: XLA flushes them
+    depth = np.full(w.shape, n, np.int32)
+    below = np.ones_like(w)
+    square = w.copy()
+    for bit in range(4):                         # n - 1 <= max_n - 1 = 8 = 0b1000: four bits
+        if (n - 1) >> bit & 1:
+            below = below * square
+        with np.errstate(over="ignore"):
+            square = square * square
+    with np.errstate(over="ignore"):
+        expected = below * w
+    got = np.asarray(jax.jit(lambda x, d: integer_power(x, d, 9))(w, depth))
+    np.testing.assert_array_equal(got, expected)
+    assert np.isfinite(got[:2]).all() == (n <= 7)
+
+
 def test_trajectory_steps_reported(tmp_path):
     sweep = toy_sweep(stop={"rel_loss": 0.0})
     report = api.run(sweep, out=tmp_path / "r", progress_bar=False)

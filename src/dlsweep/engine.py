@@ -652,10 +652,6 @@ COMPILER_OPTIONS = {
     "xla_disable_hlo_passes": "cpu-parallel-task-assigner",
     # YNNPACK fusions replace XLA's own loops above a size threshold, with other roundings
     "xla_cpu_experimental_ynn_fusion_type": "",
-    # LLVM's -O2 instead of the default -O3: the toy with a per-trajectory depth (masked binary
-    # exponentiation) ran 3.5x faster (gissin-depth-separation's chunk: 3.5 s -> 1.0 s, one core),
-    # the fixed-depth toy and the matrix-heavy models the same, and compiling was no slower
-    "xla_backend_optimization_level": 2,
 }
 
 
