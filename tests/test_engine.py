@@ -75,6 +75,14 @@ INVARIANT = {
                      "axes": {"depth": [2, 3], "sigma0": {"logspace": [-2, -0.5], "num": 10}, "shape": [0.0, 0.5],
                               "lr": [1e-2]},
                      "record": {"points": 12}},
+    # the deep linear network (8 x 8 layers, data per seed): its batched dots in YNNPACK's kernels
+    # (`engine.COMPILER_OPTIONS`), whose fused variants rounded otherwise from a size threshold on
+    "linear_net": {"name": "ln", "model": "linear_net", "steps": 600, "dtype": "float32",
+                   "task": {"data": "spectrum", "eigenvalues": [1.0, 0.8, 0.6], "w_true": [1.0, 0.5, 0.25],
+                            "width": 8, "init": "gaussian"},
+                   "axes": {"depth": [2, 3, 4], "sigma0": {"logspace": [-4, -1], "num": 30}, "lr": [0.05],
+                            "seed": [0, 1, 2, 3]},
+                   "record": {"points": 20}, "stop": {"rel_loss": 1e-6}},
 }
 
 
@@ -121,20 +129,35 @@ SMALL = {
 }
 
 
+@pytest.mark.parametrize("sequential", [False, True], ids=["lockstep", "sequential"])
 @pytest.mark.parametrize("family", list(SMALL))
-def test_a_small_sweep_is_compiled_at_its_own_size(tmp_path, family):
+def test_a_small_sweep_is_compiled_at_its_own_size(tmp_path, monkeypatch, family, sequential):
     """A sweep smaller than one vector block (`engine.small_sweep_batch`) computes no filler block:
     the default chunk program's batch is its run count and its chunk-record's executed
     trajectory-steps are at most runs x steps plus the one-row replays; chunks of 1, 2 and 5 put
-    each run at its fixed position among fillers: the same bits as the default."""
+    each run at its fixed position among fillers: the same bits as the default. With its runs one
+    after another (`engine.run_sequential`, chosen here whatever the gradient's cost), each run
+    computes at most its own steps to its stop (whole check intervals) plus its replays, and
+    fillers nothing."""
+    monkeypatch.setattr(engine, "SEQUENTIAL_MIN_FLOPS", 0.0 if sequential else np.inf)
     sweep = spec.resolve(SMALL[family])
     program, flat, task = api.compile_inputs(sweep)
+    assert program.sequential == sequential
     compiled = api.compile_sweep(sweep, program, task, flat.size, flat.size)
-    assert compiled.batch == flat.size * len(jax.local_devices())
+    assert compiled.batch == flat.size * (1 if sequential else len(jax.local_devices()))
     folders = [api.run(sweep, out=tmp_path / str(size), chunk_size=size, progress_bar=False).folder
                for size in (None, 1, 2, 5)]
     (record,) = store.chunk_records(folders[0]).values()
     assert record["executed_traj_steps"] <= 2 * flat.size * sweep.steps
+    if sequential:      # each run's whole check intervals, plus at most one replayed interval per level crossing
+        k = sweep.stop.check_every
+        own = np.minimum(-(-store.load(folders[0])["steps_run"].to_numpy() // k) * k, sweep.steps)
+        bound = own.sum() + flat.size * len(sweep.task["sigma_star"]) * len(sweep.record.levels) * k
+        for folder in folders:
+            executed = sum(r["executed_traj_steps"] for r in store.chunk_records(folder).values())
+            assert executed <= bound
+            if len(set(own)) > 1:       # the runs stop at different steps: fewer than all to the last stop
+                assert executed < flat.size * own.max()
     tables = [frames(folder) for folder in folders]
     for other in tables[1:]:
         for a, b in zip(tables[0], other):
@@ -246,7 +269,8 @@ def test_integer_power_and_its_derivative(w, n):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
 def test_integer_power_is_the_product_of_its_squares(n):
-    """float32, batched, one depth per element: w**n is bit for bit w**(n-1) w, w**(n-1) the
+    """float32, one depth per element, as one array and as a batch of trajectories (the masked
+    and the blended products of `models.toy`): w**n is bit for bit w**(n-1) w, w**(n-1) the
     product of the squares w**(2**b) that the bits of n - 1 take, in that order (the NumPy float32
     loop below); the square w**8 that n - 1 < 8 does not take overflows for w = 1e5 (1e40 > 3.4e38,
     float32's largest) and leaves the power finite: 1e5**n is finite for n <= 7."""
@@ -261,9 +285,11 @@ def test_integer_power_is_the_product_of_its_squares(n):
             square = square * square
     with np.errstate(over="ignore"):
         expected = below * w
-    got = np.asarray(jax.jit(lambda x, d: integer_power(x, d, 9))(w, depth))
-    np.testing.assert_array_equal(got, expected)
-    assert np.isfinite(got[:2]).all() == (n <= 7)
+    power = lambda x, d: integer_power(x, d, 9)  # noqa: E731
+    for got in (jax.jit(power)(w, depth), jax.jit(jax.vmap(power))(w, depth)):     # masked, blended
+        got = np.asarray(got)
+        np.testing.assert_array_equal(got, expected)
+        assert np.isfinite(got[:2]).all() == (n <= 7)
 
 
 def test_trajectory_steps_reported(tmp_path):

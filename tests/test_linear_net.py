@@ -129,3 +129,58 @@ def test_pcs_command_prints_and_writes_the_tables(depth_one, tmp_path, capsys):
     assert "predicted" in capsys.readouterr().out
     assert cli.main(["pcs", str(depth_one), "-o", str(tmp_path / "spread.txt")]) == 2
     assert "-o " in capsys.readouterr().err
+
+
+def test_observing_every_few_steps_keeps_exact_hits(tmp_path, monkeypatch):
+    """The engine observes W only every `engine.ANCHOR_EVERY` steps and bounds sigma in between
+    with the model's `drift_from` (Weyl, `layers.singular_value_drift`). Against the same sweep
+    observed at every step (the model without `drift_from`): identical first-hitting steps, and the
+    same GD up to the order of float64 operations in the two programs (recorded values within
+    1e-10 relative: rounding of 1e-16 a step over 400 contracting steps, none of them yet at the
+    loss's rounding floor, where the stop rule would tell the two apart). Blocks of 10 steps are
+    not whole groups of 4, so the last group of each block is short."""
+    from dlsweep import store
+    from dlsweep.models import linear_net
+
+    sweep = spec.resolve({"name": "anchored", "model": "linear_net", "steps": 400, "dtype": "float64",
+                          "task": {"data": "spectrum", "eigenvalues": [1.0, 0.8, 0.6], "w_true": [1.0, 0.5, 0.25],
+                                   "width": 4, "init": "gaussian"},
+                          "axes": {"depth": [2, 3], "sigma0": {"logspace": [-4, -1], "num": 4}, "lr": [0.1],
+                                   "seed": [0, 1]},
+                          "record": {"points": 30}, "stop": {"rel_loss": 0.0, "check_every": 10}})
+
+    def run(name):
+        api.run(sweep, out=tmp_path / name, progress_bar=False)
+        return store.load(tmp_path / name), store.load_trajectories(tmp_path / name)
+
+    anchored = run("anchored")
+    monkeypatch.delattr(linear_net.LinearNet, "drift_from")
+    every_step = run("every_step")
+    hits = [c for c in anchored[0].columns if c.startswith("hit_")]
+    assert (anchored[0][hits] >= 0).to_numpy().mean() > 0.5            # levels are reached: the check bites
+    assert anchored[0][hits].equals(every_step[0][hits])
+    np.testing.assert_allclose(anchored[1].filter(like="sigma_").to_numpy(),
+                               every_step[1].filter(like="sigma_").to_numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (6, 2), (4, 4)])
+def test_drift_bounds_the_singular_values_of_any_shape(shape):
+    """Weyl's inequality as `layers.singular_value_drift` states it, in float32 with the backend's
+    SVD (linear_net's observation; W is d x p): sigma_i(W) <= sigma_i(W_A) + drift(W) for every i,
+    for W = W_A + a perturbation of relative size 0 .. 1 (1e-7: a few ulps, where only the rounding
+    slack holds the bound), on 512 random pairs per shape."""
+    import jax
+
+    from dlsweep.models.layers import singular_value_drift
+
+    rng = np.random.default_rng(sum(shape))
+    scales = np.repeat([0.0, 1e-7, 1e-6, 1e-4, 1e-2, 1.0], 512 // 6 + 1)[:512]
+    anchors = rng.standard_normal((512, *shape)).astype(np.float32)
+    moved = (anchors + scales[:, None, None] * rng.standard_normal(anchors.shape)).astype(np.float32)
+
+    def check(anchor, w):
+        sigma = lambda m: jax.numpy.linalg.svd(m, compute_uv=False)  # noqa: E731
+        return sigma(w), sigma(anchor) + singular_value_drift(lambda m: m, anchor)(w)
+
+    got, bound = jax.jit(jax.vmap(check))(anchors, moved)
+    assert np.all(np.asarray(got) <= np.asarray(bound))

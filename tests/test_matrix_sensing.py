@@ -110,8 +110,9 @@ def test_drift_bounds_the_observed_singular_values(d):
     (Jacobi for d <= 10, LAPACK above): sigma_i(W) <= sigma_i(W_A) + drift(W) for every i, for W =
     W_A + a perturbation of relative size 0 .. 1 (1e-7: a few ulps, where only the rounding slack
     holds the bound), on 512 random pairs of depth-2 products per size; and the slack alone is
-    below 1e-4 ||W_A||_F, so the bound stays useful (the slack is 2 DRIFT_ROUNDING d eps ||W_A||_F
-    by construction, 4.6e-5 ||W_A||_F at d = 12: a check of that constant, not of rounding)."""
+    below 1e-4 ||W_A||_F, so the bound stays useful (the slack is 2 layers.DRIFT_ROUNDING d eps
+    ||W_A||_F by construction, 4.6e-5 ||W_A||_F at d = 12: a check of that constant, not of
+    rounding)."""
     model = matrix_sensing.MatrixSensing(d=d, k=d, max_depth=2, init_kind="gaussian", measurements=0)
     hp = {"depth": jax.numpy.int32(2)}
     rng = np.random.default_rng(d)

@@ -213,24 +213,39 @@ def test_gaussian_init_many_measurements(results):
     W(0) (1e-12 relative: the same numbers up to the rounding of sigma0^(1/N) and the product),
     and the whole trajectory equals reference_gd from those layers (1e-9 relative). The init is
     checked to be non-trivial: not a multiple of the identity (distinct step-0 singular values)."""
-    runs, traj, record_steps = results("gaussian")
+    check_gaussian_init(*results("gaussian"), "gaussian m=40")
+
+
+def test_gaussian_init_runs_one_after_another(tmp_path_factory, monkeypatch):
+    """(5) The sweep of (4) with its runs one after another (`engine.run_sequential`, chosen here
+    whatever the gradient's cost): each run's init key, data and steps as in (4), so the same
+    agreement with the reference to the same tolerances."""
+    monkeypatch.setattr(engine, "SEQUENTIAL_MIN_FLOPS", 0.0)
+    sweep = ms_sweep("ms_gaussian_sequential", *CASES["gaussian"])
+    assert api.compile_inputs(sweep)[0].sequential
+    check_gaussian_init(*run_sweep(tmp_path_factory, sweep), "gaussian m=40, one run after another")
+
+
+def gaussian_layers(run) -> list[np.ndarray]:
+    """The initial layers of a gaussian-init run, drawn independently of the model code (see (4))."""
+    noise = jax.random.normal(jax.random.fold_in(jax.random.key(SEED), int(run.run_id)), (max(AXES["depth"]), D, D),
+                              jnp.float64)
+    noise = np.asarray(noise)
+    assert noise.dtype == np.float64
+    scale = run.sigma0 ** (1.0 / run.depth) / np.sqrt(D)
+    return [noise[n] * scale for n in range(run.depth)]
+
+
+def check_gaussian_init(runs, traj, record_steps, label):
+    """(4)'s checks: step-0 singular values of the reference's W(0), distinct per run, then the
+    whole trajectory against reference_gd."""
     assert jax.config.jax_enable_x64
-    max_depth = max(AXES["depth"])
-    root = jax.random.key(SEED)
-
-    def layers(run):
-        noise = jax.random.normal(jax.random.fold_in(root, int(run.run_id)), (max_depth, D, D), jnp.float64)
-        noise = np.asarray(noise)
-        assert noise.dtype == np.float64
-        scale = run.sigma0 ** (1.0 / run.depth) / np.sqrt(D)
-        return [noise[n] * scale for n in range(run.depth)]
-
     step0 = dense(runs, traj, record_steps[:1], SIGMA_COLUMNS)[:, 0, :]
     for row, run in enumerate(runs.itertuples()):
-        expected = np.linalg.svd(chain(layers(run), D), compute_uv=False)[:K]
+        expected = np.linalg.svd(chain(gaussian_layers(run), D), compute_uv=False)[:K]
         assert np.all(np.diff(expected) < -1e-6 * expected[0])        # distinct: really random
         np.testing.assert_allclose(step0[row], expected, rtol=1e-12, atol=0)
     # different runs draw different layers (the key depends on run_id)
     assert len({tuple(np.round(s, 12)) for s in step0}) == len(runs)
     a = measurement_matrices(40, D, SEED)
-    compare(runs, traj, record_steps, layers, a, "gaussian m=40")
+    compare(runs, traj, record_steps, gaussian_layers, a, label)

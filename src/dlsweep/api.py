@@ -60,13 +60,14 @@ def _use_dtype(dtype: str) -> None:
 
 def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
     """The static program, the flat grid and the shared task of a sweep (x64 switched on first
-    for float64 sweeps); the program refills the slots of stopped runs where the sweep's work is
-    worth compiling that for (`engine.with_refill_if_worth_it`)."""
+    for float64 sweeps); the program's layout (refilled slots, or runs one after another) is
+    chosen from the cost of its gradient (`engine.with_layout`)."""
     _use_dtype(sweep.dtype)
     family = models.FAMILIES[sweep.model]
     task = family.make_task(sweep)
     program = engine.Program.from_sweep(sweep, family.build(sweep))
-    return engine.with_refill_if_worth_it(program, list(sweep.axes), task, sweep.n_runs), grid.build(sweep.axes), task
+    program = engine.with_layout(program, list(sweep.axes), task, sweep.n_runs)
+    return program, grid.build(sweep.axes), task
 
 
 def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict, cycle: int = 1,

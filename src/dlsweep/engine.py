@@ -108,7 +108,8 @@ def record_steps(schedule: str, points: int, steps: int, check_every: int = 64) 
 class Program:
     """Static configuration of a chunk program: everything that keys the compile cache.
     From step `refill_from` on, trajectories run in refilled slots (`record_plan`; the last step:
-    all in lockstep, `with_refill_if_worth_it`)."""
+    all in lockstep); the trajectories run one after another when `sequential`
+    (`run_sequential`); both chosen by `with_layout`."""
 
     model: Any
     levels: tuple[float, ...]
@@ -119,6 +120,7 @@ class Program:
     dtype: str
     loss_below: float = 0.0
     refill_from: int = 0
+    sequential: bool = False
 
     @classmethod
     def from_sweep(cls, sweep, model) -> "Program":
@@ -144,19 +146,34 @@ def step_flops(program: Program, hp_names, task) -> float:
     return float((cost or {}).get("flops", 0.0))
 
 
-def with_refill_if_worth_it(program: Program, hp_names, task, n_runs: int) -> Program:
-    """`program`, or the same all in lockstep (`refill_from` at the last step) when refilling
-    cannot pay: its stop rule never converges (`rel_loss` and `loss_below` 0: only a diverged run
-    would free a slot early) or its sweep's work is under `REFILL_MIN_FLOPS`. The results are the
-    same bit for bit either way (the recorded and checked steps do not change), only the time
-    differs."""
+SEQUENTIAL_MIN_FLOPS = 5e4
+"""On CPU, a sweep whose gradient costs at least this many floating-point operations per
+trajectory runs its trajectories one after another (`run_sequential`): each one's step is then
+vector and matrix products of its own, which SIMD across trajectories speeds up little, and each
+stops at its own step instead of stepping with its chunk's slowest. Measured on one core
+(benchmarks/RESULTS.md): gissin-fig6 (8.5e4 flops, stops spread over 2.8x) ran 27 s -> 11 s,
+azulay-fig7-1 (4.2e5) 139 s -> 67 s, gissin-fig4 (5e6-1e7) 112 s -> 44 s; azulay-phase (4.2e4,
+every run to about the same step) 67 s batched against 91 s one by one. An accelerator always
+runs the batch."""
+
+
+def with_layout(program: Program, hp_names, task, n_runs: int) -> Program:
+    """`program` with its layout chosen from its gradient's cost (`step_flops`):
+
+    - refill: dropped (all in lockstep, `refill_from` at the last step) when refilling cannot pay:
+      its stop rule never converges (`rel_loss` and `loss_below` 0: only a diverged run would free
+      a slot early) or its sweep's work is under `REFILL_MIN_FLOPS`. The results are the same bit
+      for bit either way (the recorded and checked steps do not change), only the time differs.
+    - sequential: on CPU, a gradient that costs at least `SEQUENTIAL_MIN_FLOPS`. A function of the
+      sweep and the backend alone, so every chunk size computes each trajectory the same way."""
     steps = program.record_steps[-1]
-    if program.refill_from >= steps:
-        return program
     converges = program.rel_loss > 0 or program.loss_below > 0
-    if converges and n_runs * steps * step_flops(program, hp_names, task) >= REFILL_MIN_FLOPS:
-        return program
-    return dataclasses.replace(program, refill_from=steps)
+    refills = program.refill_from < steps and converges
+    flops = step_flops(program, hp_names, task)
+    sequential = flops >= SEQUENTIAL_MIN_FLOPS and jax.default_backend() == "cpu"
+    return dataclasses.replace(program, sequential=sequential,
+                               refill_from=program.refill_from if refills and n_runs * steps * flops >= REFILL_MIN_FLOPS
+                               else steps)
 
 
 @struct.dataclass
@@ -393,8 +410,8 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
 
     The block runs once with a running maximum of sigma (cheap); only the live trajectories whose
     maximum reached a new level are run again from the block's start with a per-step hit test,
-    gathered into sub-batches of `capacity` rows (`replay_capacity`), and take that run's result.
-    Each trajectory's result depends on itself alone, never on which others share its batch."""
+    gathered into sub-batches of `capacity` rows (`replay_capacity`; a batch of one in place), and
+    take that run's result. Each trajectory's result depends on itself alone, never on which others share its batch."""
     start_axis = 0 if jnp.ndim(start) else None
     fast = rows_map(functools.partial(_steps_with_peak, program), (0, hp_axes, task_axes, start_axis, None), period)
     params, opt_state, chosen, peak = _specialized(lambda h: fast(state, h, task, start, n), hps, specialized)
@@ -417,8 +434,18 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
         params, opt_state, hit, chosen = jax.tree.map(put, (params, opt_state, hit, chosen), result)
         return pending.at[rows].set(False, mode="drop"), params, opt_state, hit, chosen, rounds + 1
 
-    carry = (pending, params, opt_state, state.hit, chosen, jnp.zeros((), STEP_DTYPE))
-    _, params, opt_state, hit, chosen, rounds = jax.lax.while_loop(lambda c: jnp.any(c[0]), replay, carry)
+    def replay_in_place(_):
+        return _specialized(lambda h: exact(state, h, task, start, n), hps, specialized)
+
+    if not program.levels:
+        hit, rounds = state.hit, jnp.zeros((), STEP_DTYPE)        # nothing to hit: no replay
+    elif batch == 1:      # `run_sequential`: no gather (which made XLA lay out shared data for it, 2x slower steps)
+        params, opt_state, hit, chosen = jax.lax.cond(pending[0], replay_in_place,
+                                                      lambda _: (params, opt_state, state.hit, chosen), None)
+        rounds = pending[0].astype(STEP_DTYPE)
+    else:
+        carry = (pending, params, opt_state, state.hit, chosen, jnp.zeros((), STEP_DTYPE))
+        _, params, opt_state, hit, chosen, rounds = jax.lax.while_loop(lambda c: jnp.any(c[0]), replay, carry)
     check = rows_map(functools.partial(settle, program), (0, 0, 0, 0, 0, hp_axes, task_axes, start_axis), period)
     executed = ((batch + rounds * capacity) * n).astype(EXECUTED_DTYPE)
     return check(state, params, opt_state, hit, chosen, hps, task, start + n), executed
@@ -624,6 +651,24 @@ def run_chunk(program: Program, root_key, run_ids, live, hps, task, specialized=
     return summary, (loss, observed)
 
 
+def run_sequential(program: Program, root_key, run_ids, live, hps, task, specialized=()):
+    """`run_chunk`'s results for a chunk whose trajectories run one after another: `lax.map` of
+    `run_chunk` at a batch of one, its hyperparameters unbatched and its data drawn for its own
+    seed (`Program.sequential`). Each trajectory stops at its own check and computes its gradient
+    alone; `executed` is the sum over the trajectories."""
+    own = {name: value for name, value in hps.items() if jnp.ndim(value)}
+
+    def one(row):
+        run_id, alive, values = row
+        return run_chunk(program, root_key, run_id[None], alive[None], hps | values, task, specialized)
+
+    summary, records = jax.lax.map(one, (run_ids, live, own))
+    executed = jnp.sum(summary.pop("executed"))
+    summary = jax.tree.map(lambda v: v[:, 0], summary)
+    records = jax.tree.map(lambda v: jnp.moveaxis(v[:, :, 0], 0, 1), records)
+    return summary | {"executed": executed}, records
+
+
 @functools.partial(jax.jit, static_argnums=0)
 def _task_of_seed(program: Program, root_key, seed, task):
     return chunk_task(program, root_key, {"seed": seed}, {"seed": None}, task)[0]
@@ -652,6 +697,12 @@ COMPILER_OPTIONS = {
     "xla_disable_hlo_passes": "cpu-parallel-task-assigner",
     # YNNPACK fusions replace XLA's own loops above a size threshold, with other roundings
     "xla_cpu_experimental_ynn_fusion_type": "",
+}
+SEQUENTIAL_COMPILER_OPTIONS = COMPILER_OPTIONS | {
+    # a trajectory alone has one shape whatever the chunk, so YNNPACK may compute each dot:
+    # linear_net's steps ran 2.6x faster, and its batched programs changed their roundings with
+    # the chunk size (matrix sensing's per-seed products), so those keep XLA's loops
+    "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",
 }
 
 
@@ -870,24 +921,30 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     of `compiled_batch`, with XLA's `COMPILER_OPTIONS`. `constant` maps the axes with one value per
     chunk to the values they take (`specialized_axes`); `seeds` are the slots of the per-seed
     layout (`seed_slots`); `small` is the batch of a small sweep (`small_sweep_batch`), which runs
-    in lockstep and replays one row per device at a time. With several local devices the batch
+    in lockstep and replays one row per device at a time. A `Program.sequential` runs its
+    trajectories one after another on the first device (`run_sequential`), whatever the layout. With several local devices the batch
     axis is sharded over all of them (a 1-D `NamedSharding` mesh) and the task and key are
     replicated; every device computes the same layout, so the results equal a single-device run
     bit for bit."""
     use_compilation_cache()
     constant = dict(constant or {})
-    devices = jax.local_devices()
+    sequential = program.sequential
+    devices = jax.local_devices()[:1] if sequential else jax.local_devices()
+    seeds = None if sequential else seeds
     period = len(seeds) if seeds else None
-    batch = compiled_batch(batch, period, small=small)
+    batch = compiled_batch(batch, period, devices=len(devices), small=small)
     start = time.perf_counter()
-    if small:
-        slots, capacity, slot_capacity = None, len(devices), 1
+    if sequential:
+        fn = functools.partial(run_sequential, program, specialized=specialized_axes(constant))
     else:
-        slots = slot_count(batch, period)
-        capacity = replay_capacity(batch, len(devices) * LANES)
-        slot_capacity = replay_capacity(slots, len(devices) * LANES)
-    fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant), period=period,
-                           capacity=capacity, slots=slots, slot_capacity=slot_capacity)
+        if small:
+            slots, capacity, slot_capacity = None, len(devices), 1
+        else:
+            slots = slot_count(batch, period)
+            capacity = replay_capacity(batch, len(devices) * LANES)
+            slot_capacity = replay_capacity(slots, len(devices) * LANES)
+        fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant), period=period,
+                               capacity=capacity, slots=slots, slot_capacity=slot_capacity)
     if len(devices) > 1:
         mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
         rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
@@ -898,6 +955,6 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     else:
         jitted = jax.jit(fn)
     lowered = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant))
-    executable = lowered.compile(compiler_options=COMPILER_OPTIONS)
+    executable = lowered.compile(compiler_options=SEQUENTIAL_COMPILER_OPTIONS if sequential else COMPILER_OPTIONS)
     return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant, seeds,
                          small)

@@ -30,3 +30,22 @@ def layer_scales(sigma0, depth, shape=0.0):
     ratio = (1.0 - shape) / (1.0 + shape)
     scale = jnp.power(sigma0, 1.0 / depth)
     return scale * jnp.power(ratio, (depth - 1.0) / depth), scale * jnp.power(ratio, -1.0 / depth)
+
+
+DRIFT_ROUNDING = 16     # x max(m, n) eps ||W||_F: above the error of either observation (Jacobi's tol is sqrt(d) eps)
+
+
+def singular_value_drift(product, anchor):
+    """A model's `drift_from` for observed singular values of its end-to-end matrix W =
+    product(params): params -> a bound on how far each sigma_i(W) can be from sigma_i(W_A), W_A =
+    product(anchor). By Weyl's inequality |sigma_i(W) - sigma_i(W_A)| <= ||W - W_A||_2 <= ||W -
+    W_A||_F, plus DRIFT_ROUNDING max(m, n) eps (||W||_F + ||W_A||_F) for the rounding of the two
+    observations (what lets the engine observe W only every few steps)."""
+    w_anchor = product(anchor)
+    slack = DRIFT_ROUNDING * max(w_anchor.shape) * jnp.finfo(w_anchor.dtype).eps
+
+    def drift(params):
+        w = product(params)
+        return jnp.linalg.norm(w - w_anchor) + slack * (jnp.linalg.norm(w) + jnp.linalg.norm(w_anchor))
+
+    return drift

@@ -29,10 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from dlsweep.models.layers import layer_scales
+from dlsweep.models.layers import layer_scales, singular_value_drift
 
 INITS = ("identity", "gaussian")
-DRIFT_ROUNDING = 16     # x d eps ||W||_F: above the error of either observation (Jacobi's tol is sqrt(d) eps)
 
 
 @struct.dataclass
@@ -110,19 +109,9 @@ class MatrixSensing:
         return {"sigma": sigma[: self.k]}
 
     def drift_from(self, anchor, hp, task):
-        """A bound on how far the observed singular values can be from those at `anchor` (params
-        -> scalar): by Weyl's inequality |sigma_i(W) - sigma_i(W_A)| <= ||W - W_A||_2 <=
-        ||W - W_A||_F, plus DRIFT_ROUNDING eps (||W||_F + ||W_A||_F) for the rounding of the two
-        observations (what lets the engine observe W only every few steps)."""
-        depth = hp["depth"]
-        w_anchor = self.product(anchor, depth)
-        slack = DRIFT_ROUNDING * self.d * jnp.finfo(w_anchor.dtype).eps
-
-        def drift(params):
-            w = self.product(params, depth)
-            return jnp.linalg.norm(w - w_anchor) + slack * (jnp.linalg.norm(w) + jnp.linalg.norm(w_anchor))
-
-        return drift
+        """How far the observed singular values can be from those at `anchor` (Weyl's inequality,
+        `layers.singular_value_drift`)."""
+        return singular_value_drift(lambda params: self.product(params, hp["depth"]), anchor)
 
 
 def toy_lr(task: dict, cell: Mapping[str, float]) -> float | None:
