@@ -7,6 +7,7 @@ import pytest
 
 from dlsweep import api, spec, store, tasks
 from dlsweep.models import matrix_sensing
+from dlsweep.models.layers import singular_value_drift
 
 
 def sweep(model="matrix_sensing", task=None, **overrides):
@@ -129,6 +130,25 @@ def test_drift_bounds_the_observed_singular_values(d):
     assert np.all(np.asarray(sigma) <= np.asarray(bound))
     norms = np.linalg.norm(np.einsum("bij,bjk->bik", anchors[:, 1], anchors[:, 0]), axis=(1, 2))
     assert np.all(np.asarray(slack) < 1e-4 * norms)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (6, 2), (4, 4)])
+def test_drift_bounds_the_singular_values_of_any_shape(shape):
+    """Weyl's inequality as `layers.singular_value_drift` states it for any m x n matrix, in float32
+    with the backend's SVD: sigma_i(W) <= sigma_i(W_A) + drift(W) for every i, for W = W_A + a
+    perturbation of relative size 0 .. 1 (1e-7: a few ulps, where only the rounding slack holds
+    the bound), on 512 random pairs per shape."""
+    rng = np.random.default_rng(sum(shape))
+    scales = np.repeat([0.0, 1e-7, 1e-6, 1e-4, 1e-2, 1.0], 512 // 6 + 1)[:512]
+    anchors = rng.standard_normal((512, *shape)).astype(np.float32)
+    moved = (anchors + scales[:, None, None] * rng.standard_normal(anchors.shape)).astype(np.float32)
+
+    def check(anchor, w):
+        sigma = lambda m: jax.numpy.linalg.svd(m, compute_uv=False)  # noqa: E731
+        return sigma(w), sigma(anchor) + singular_value_drift(lambda m: m, anchor)(w)
+
+    got, bound = jax.jit(jax.vmap(check))(anchors, moved)
+    assert np.all(np.asarray(got) <= np.asarray(bound))
 
 
 @pytest.mark.parametrize("task, key, message", [

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from dlsweep.models.layers import layer_scales, singular_value_drift
+from dlsweep.models.layers import layer_scales
 
 INITS = ("gaussian", "aligned", "glorot")
 DATA = ("spectrum", "autoencoder", "digits")
@@ -190,11 +190,6 @@ class LinearNet:
                 "reconstruction_error": jnp.linalg.norm(w - task["w_ref"], ord=2),
                 "pc_distance": jnp.sqrt(jnp.sum(along * along, axis=1)),
                 "rank_distance": jnp.sqrt(jnp.sum((w - task["reduced_rank"]) ** 2, axis=(1, 2)))}
-
-    def drift_from(self, anchor, hp, task):
-        """How far the observed singular values can be from those at `anchor` (Weyl's inequality,
-        `layers.singular_value_drift`)."""
-        return singular_value_drift(lambda params: self.product(params, hp["depth"]), anchor)
 
 
 def toy_lr(task: dict, cell: Mapping[str, float]) -> float | None:
