@@ -75,14 +75,15 @@ INVARIANT = {
                      "axes": {"depth": [2, 3], "sigma0": {"logspace": [-2, -0.5], "num": 10}, "shape": [0.0, 0.5],
                               "lr": [1e-2]},
                      "record": {"points": 12}},
-    # the deep linear network (8 x 8 layers, data per seed): its batched dots in YNNPACK's kernels
+    # the deep linear network (8 x 8 layers, data per seed), batched (no hitting levels, whose SVD
+    # would run it one by one): its batched dots outside YNNPACK's kernels
     # (`engine.COMPILER_OPTIONS`), whose fused variants rounded otherwise from a size threshold on
     "linear_net": {"name": "ln", "model": "linear_net", "steps": 600, "dtype": "float32",
                    "task": {"data": "spectrum", "eigenvalues": [1.0, 0.8, 0.6], "w_true": [1.0, 0.5, 0.25],
                             "width": 8, "init": "gaussian"},
                    "axes": {"depth": [2, 3, 4], "sigma0": {"logspace": [-4, -1], "num": 30}, "lr": [0.05],
                             "seed": [0, 1, 2, 3]},
-                   "record": {"points": 20}, "stop": {"rel_loss": 1e-6}},
+                   "record": {"points": 20, "levels": []}, "stop": {"rel_loss": 1e-6}},
 }
 
 
@@ -162,6 +163,21 @@ def test_a_small_sweep_is_compiled_at_its_own_size(tmp_path, monkeypatch, family
     for other in tables[1:]:
         for a, b in zip(tables[0], other):
             assert_identical(a, b)
+
+
+@pytest.mark.parametrize("levels, library_calls", [([0.5], True), ([], False)], ids=["hitting-levels", "no-levels"])
+def test_a_step_through_lapack_runs_one_by_one_on_cpu(levels, library_calls):
+    """The deep linear network's hitting levels take the SVD of W every step, a LAPACK call that
+    XLA neither fuses nor vectorizes across a batch (and its cost analysis does not count): such a
+    sweep runs one trajectory after another on CPU, whatever its gradient's flops; without levels
+    its 8 x 8 layers' gradient (a few thousand flops, under `engine.SEQUENTIAL_MIN_FLOPS`) runs
+    batched."""
+    sweep = spec.resolve({**INVARIANT["linear_net"], "record": {"points": 20, "levels": levels}})
+    program, _, task = api.compile_inputs(sweep)
+    cost = engine.step_cost(program, list(sweep.axes), task)
+    assert cost.library_calls == library_calls
+    assert cost.flops < engine.SEQUENTIAL_MIN_FLOPS
+    assert program.sequential == (library_calls and jax.default_backend() == "cpu")
 
 
 def test_early_stop_of_a_chunk_does_not_change_results(tmp_path):

@@ -61,7 +61,7 @@ def _use_dtype(dtype: str) -> None:
 def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
     """The static program, the flat grid and the shared task of a sweep (x64 switched on first
     for float64 sweeps); the program's layout (refilled slots, or runs one after another) is
-    chosen from the cost of its gradient (`engine.with_layout`)."""
+    chosen from the cost of its step (`engine.with_layout`)."""
     _use_dtype(sweep.dtype)
     family = models.FAMILIES[sweep.model]
     task = family.make_task(sweep)

@@ -135,15 +135,29 @@ at least this many floating-point operations (seconds of compute): compiling it 
 much again as the rest of the chunk program (1-4 s on CPU), more than a small sweep's stragglers."""
 
 
-def step_flops(program: Program, hp_names, task) -> float:
-    """Floating-point operations of one trajectory's gradient, from XLA's cost analysis of the
-    lowered (not compiled) function, the data the model draws included as an input."""
+@dataclasses.dataclass(frozen=True)
+class StepCost:
+    """What one trajectory's GD step costs, from XLA's view of its lowered (not compiled) step:
+    `flops`, the gradient's floating-point operations (cost analysis), and `library_calls`,
+    whether the step (the gradient, and the observation the hitting levels take every step)
+    calls a library routine (a custom call: LAPACK's SVD or eigh on CPU), which XLA neither fuses
+    nor vectorizes across a batch and whose cost the analysis does not count."""
+
+    flops: float
+    library_calls: bool
+
+
+def step_cost(program: Program, hp_names, task) -> StepCost:
+    """`StepCost` of `program`'s step, the data the model draws included as an input."""
     key = jax.eval_shape(jax.random.key, 0)
     hp = {name: jax.ShapeDtypeStruct((), np.int32 if name in INTEGER_HPS else program.dtype) for name in hp_names}
     full = jax.eval_shape(lambda k, h, t: chunk_task(program, k, h, {n: None for n in h}, t)[0], key, hp, task)
     params = jax.eval_shape(program.model.init, key, hp, full)
-    cost = jax.jit(jax.grad(program.model.loss)).lower(params, hp, full).cost_analysis()
-    return float((cost or {}).get("flops", 0.0))
+    gradient = jax.jit(jax.grad(program.model.loss)).lower(params, hp, full)
+    observed = jax.jit(functools.partial(_sigma, program)).lower(params, hp, full) if program.levels else None
+    return StepCost(flops=float((gradient.cost_analysis() or {}).get("flops", 0.0)),
+                    library_calls=any("custom_call" in lowered.as_text()
+                                      for lowered in (gradient, observed) if lowered is not None))
 
 
 SEQUENTIAL_MIN_FLOPS = 5e4
@@ -153,26 +167,29 @@ vector and matrix products of its own, which SIMD across trajectories speeds up 
 stops at its own step instead of stepping with its chunk's slowest. Measured on one core
 (benchmarks/RESULTS.md): gissin-fig6 (8.5e4 flops, stops spread over 2.8x) ran 27 s -> 11 s,
 azulay-fig7-1 (4.2e5) 139 s -> 67 s, gissin-fig4 (5e6-1e7) 112 s -> 44 s; azulay-phase (4.2e4,
-every run to about the same step) 67 s batched against 91 s one by one. An accelerator always
+every run to about the same step) 67 s batched against 91 s one by one. A step that calls a
+library routine runs one by one at any cost (`StepCost.library_calls`): linear-net-phase (5e3
+flops and an SVD a step for its hitting levels) 152 s batched against 86 s. An accelerator always
 runs the batch."""
 
 
 def with_layout(program: Program, hp_names, task, n_runs: int) -> Program:
-    """`program` with its layout chosen from its gradient's cost (`step_flops`):
+    """`program` with its layout chosen from its step's cost (`step_cost`):
 
     - refill: dropped (all in lockstep, `refill_from` at the last step) when refilling cannot pay:
       its stop rule never converges (`rel_loss` and `loss_below` 0: only a diverged run would free
       a slot early) or its sweep's work is under `REFILL_MIN_FLOPS`. The results are the same bit
       for bit either way (the recorded and checked steps do not change), only the time differs.
-    - sequential: on CPU, a gradient that costs at least `SEQUENTIAL_MIN_FLOPS`. A function of the
-      sweep and the backend alone, so every chunk size computes each trajectory the same way."""
+    - sequential: on CPU, a gradient that costs at least `SEQUENTIAL_MIN_FLOPS` or a step that
+      calls a library routine. A function of the sweep and the backend alone, so every chunk size
+      computes each trajectory the same way."""
     steps = program.record_steps[-1]
     converges = program.rel_loss > 0 or program.loss_below > 0
     refills = program.refill_from < steps and converges
-    flops = step_flops(program, hp_names, task)
-    sequential = flops >= SEQUENTIAL_MIN_FLOPS and jax.default_backend() == "cpu"
+    cost = step_cost(program, hp_names, task)
+    sequential = (cost.flops >= SEQUENTIAL_MIN_FLOPS or cost.library_calls) and jax.default_backend() == "cpu"
     return dataclasses.replace(program, sequential=sequential,
-                               refill_from=program.refill_from if refills and n_runs * steps * flops >= REFILL_MIN_FLOPS
+                               refill_from=program.refill_from if refills and n_runs * steps * cost.flops >= REFILL_MIN_FLOPS
                                else steps)
 
 
