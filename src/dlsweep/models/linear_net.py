@@ -8,6 +8,16 @@ sufficient statistics so that its cost does not grow with n (Gidel's section 2):
     l(W) = 1/(2n) ||Y - X W||_F^2 = 1/2 tr(W^T Sigma_x W) - tr(W^T Sigma_xy) + 1/(2n) ||Y||_F^2,
     Sigma_x = X^T X / n,   Sigma_xy = X^T Y / n.
 
+It is computed around the least-squares optimum W_opt = Sigma_x^+ Sigma_xy, the same function
+rewritten exactly (any W_opt; R = Sigma_xy - Sigma_x W_opt is 0 up to the pseudo-inverse's cut):
+
+    l(W) = 1/2 tr(D^T (Sigma_x D - 2 R)) + l(W_opt),   D = W - W_opt,
+    l(W_opt) = 1/(2n) ||Y - X W_opt||_F^2  (p noise^2 / 2 for population data),
+
+because the first form cancels the constant 1/(2n) ||Y||^2 against the rest: in float32 its loss
+had a floor of ~1e-7 ||Y||^2 / n (gidel-fig2's losses, 2.5e-5 at ||Y||^2 / (2n) = 10, came in steps
+of 1.9e-6), while D and the residuals keep their own relative precision.
+
 (Hacohen writes the summed loss 1/2 ||W X - Y||^2: his step mu is lr / n and his eigenvalues d_j
 are n times those of Sigma_x.) The statistics are made per value of the `seed` axis inside the
 program (`draw`): sampled data, a label shuffle, and ZCA whitening X <- X Sigma_x^(-1/2) (on the
@@ -24,7 +34,7 @@ default: models/layers.py; the product's scale is sigma0 whatever the shape):
 
 Observed: `sigma`, the k largest singular values of W; `nuclear_norm` (the sum of all of them);
 `norm_squared`, ||W||_F^2 (Gidel's Figure 1 and Cor. 1); `excess_loss`, the loss above the
-least-squares optimum's, l(W) - l(W_opt) = l(W) - offset + 1/2 tr(W_opt^T Sigma_xy);
+least-squares optimum's, l(W) - l(W_opt);
 `reconstruction_error`, ||W - W_ref||_2 with W_ref the task's reference map (Gidel's eq. 28: B D
 B^T for the autoencoder; else the least-squares optimum W_opt = Sigma_x^+ Sigma_xy); and
 `pc_distance`, per principal direction u_j of the data (Sigma_x = U diag(lambda) U^T, descending),
@@ -85,35 +95,44 @@ class LinearNet:
         return x, x @ task["w_true"] + self.noise * jax.random.normal(k_noise, (self.examples, self.p), dtype), None
 
     def _statistics(self, key, task):
-        """(Sigma_x, Sigma_xy, 1/(2n) ||Y||^2, W_ref or None) of one seed, before whitening."""
+        """(Sigma_x, Sigma_xy, 1/(2n) ||Y||^2, W_ref or None, W -> l(W) without cancellation) of one
+        seed, before whitening: l(W) = 1/(2n) ||Y - X W||^2 from the samples, and for population
+        data 1/2 tr((W - W*)^T diag(lambda) (W - W*)) + p noise^2 / 2."""
         if self.data == "spectrum" and self.examples == 0:     # population: x ~ N(0, diag(lambda)), y = x W + noise
             lam, w_true = task["eigenvalues"], task["w_true"]
             offset = 0.5 * jnp.sum(lam[:, None] * w_true * w_true) + 0.5 * self.p * self.noise**2
-            return jnp.diag(lam), lam[:, None] * w_true, offset, None
+            loss_at = lambda w: 0.5 * jnp.sum(lam[:, None] * (w - w_true) ** 2) + 0.5 * self.p * self.noise**2  # noqa: E731
+            return jnp.diag(lam), lam[:, None] * w_true, offset, None, loss_at
         k_data, k_shuffle = jax.random.split(key)
         x, y, reference = self._samples(k_data, task)
         if self.shuffle:
             y = jax.random.permutation(k_shuffle, y)
         n = x.shape[0]
-        return x.T @ x / n, x.T @ y / n, 0.5 * jnp.sum(y * y) / n, reference
+        loss_at = lambda w: 0.5 * jnp.sum((y - x @ w) ** 2) / n      # noqa: E731
+        return x.T @ x / n, x.T @ y / n, 0.5 * jnp.sum(y * y) / n, reference, loss_at
 
     def draw(self, key, task):
-        """The statistics of one seed and what init and observe need of them: `sigma_x`,
-        `sigma_xy`, `offset` (the loss's constant), `pcs` (U, descending eigenvalues of the
-        unwhitened Sigma_x), `w_opt` (Sigma_x^+ Sigma_xy), `w_ref` (the reconstruction reference)
-        and `xy_left`, `xy_right` (singular vectors of Sigma_xy, for the aligned init)."""
-        sigma_x, sigma_xy, offset, reference = self._statistics(key, task)
+        """The statistics of one seed and what init, loss and observe need of them: `sigma_x`,
+        `sigma_xy`, `offset` (1/(2n) ||Y||^2, the loss at W = 0), `pcs` (U, descending eigenvalues
+        of the unwhitened Sigma_x), `w_opt` (Sigma_x^+ Sigma_xy), `loss_opt` (l(W_opt)), `residual`
+        (R = Sigma_xy - Sigma_x W_opt), `w_ref` (the reconstruction reference) and `xy_left`,
+        `xy_right` (singular vectors of Sigma_xy, for the aligned init)."""
+        sigma_x, sigma_xy, offset, reference, loss_at = self._statistics(key, task)
         lam, pcs = jnp.linalg.eigh(sigma_x)
         lam, pcs = lam[::-1], pcs[:, ::-1]
         support = lam > SUPPORT_RTOL * lam[0]
         inverse = jnp.where(support, 1.0 / jnp.where(support, lam, 1.0), 0.0)
+        w_opt = pcs @ (inverse[:, None] * (pcs.T @ sigma_xy))
+        # whitening maps X W_opt to itself, so the optimum's loss is the same either way
+        loss_opt = loss_at(w_opt)
         if self.whiten:                     # X <- X Sigma_x^(-1/2): Sigma_x -> the projector on its support
             sigma_xy = pcs @ (jnp.sqrt(inverse)[:, None] * (pcs.T @ sigma_xy))
             sigma_x = (pcs * support) @ pcs.T
             inverse = support.astype(lam.dtype)
-        w_opt = pcs @ (inverse[:, None] * (pcs.T @ sigma_xy))
+            w_opt = pcs @ (inverse[:, None] * (pcs.T @ sigma_xy))
         left, _, right = jnp.linalg.svd(sigma_xy)
         return {"sigma_x": sigma_x, "sigma_xy": sigma_xy, "offset": offset, "pcs": pcs, "w_opt": w_opt,
+                "loss_opt": loss_opt, "residual": sigma_xy - sigma_x @ w_opt,
                 "w_ref": w_opt if reference is None else reference, "xy_left": left, "xy_right": right.T,
                 "reduced_rank": self._reduced_rank(pcs, inverse, sigma_xy)}
 
@@ -184,9 +203,8 @@ class LinearNet:
         w = self.product(params, hp["depth"])
         singular = jnp.linalg.svd(w, compute_uv=False)
         along = task["pcs"].T @ (w - task["w_opt"])
-        optimum = task["offset"] - 0.5 * jnp.sum(task["w_opt"] * task["sigma_xy"])
         return {"sigma": singular[: self.k], "nuclear_norm": jnp.sum(singular), "norm_squared": jnp.sum(w * w),
-                "excess_loss": _loss_of(w, task) - optimum,
+                "excess_loss": _excess_loss(w, task),
                 "reconstruction_error": jnp.linalg.norm(w - task["w_ref"], ord=2),
                 "pc_distance": jnp.sqrt(jnp.sum(along * along, axis=1)),
                 "rank_distance": jnp.sqrt(jnp.sum((w - task["reduced_rank"]) ** 2, axis=(1, 2)))}
@@ -209,6 +227,12 @@ def toy_lr(task: dict, cell: Mapping[str, float]) -> float | None:
     return float(cell["depth"]) * (1.0 if task["whiten"] else float(eigenvalues[0])) * float(cell["lr"])
 
 
+def _excess_loss(w, task):
+    """l(W) - l(W_opt) = 1/2 tr(D^T (Sigma_x D - 2 R)), D = W - W_opt (module docstring)."""
+    d = w - task["w_opt"]
+    return 0.5 * jnp.sum(d * (task["sigma_x"] @ d - 2.0 * task["residual"]))
+
+
 def _loss_of(w, task):
-    """The loss of the end-to-end map W from the statistics (module docstring)."""
-    return 0.5 * jnp.sum(w * (task["sigma_x"] @ w - 2.0 * task["sigma_xy"])) + task["offset"]
+    """The loss of the end-to-end map W, l(W_opt) plus the excess (module docstring)."""
+    return _excess_loss(w, task) + task["loss_opt"]
