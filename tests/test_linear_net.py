@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlsweep import api, cli, spec
+from dlsweep import api, cli, engine, spec
 from dlsweep.analysis import theory
 from dlsweep.plot import PlotError
 
@@ -49,6 +49,31 @@ def test_autoencoder_targets_are_the_latent_ones():
                              "record": {"levels": [0.5] if top <= 2 else []}}).task
     assert task(2)["sigma_star"] == (1.0, 1.0)
     assert "sigma_star" not in task(3)
+
+
+def test_float32_loss_near_the_optimum_keeps_its_digits():
+    """Population data with a large target, W* = diag(100, 50, 20), lambda = (1, 0.5, 0.25), noise
+    0.1, float32: at W = W* + Delta (|Delta_ij| <= 0.1) the loss 1/(2n)||Y||^2 - ... form would cancel
+    1/(2n)||Y||^2 = 1/2 sum lambda w*^2 + p noise^2/2 = 5,112.5, whose float32 spacing (4.9e-4) is 4%
+    of the excess (0.014). Expected: the closed form l(W) = 1/2 sum_ij lambda_i (W - W*)_ij^2 + p noise^2/2
+    in float64 at the float32 W, for the loss and (without p noise^2/2) for `excess_loss`. Tolerance
+    1e-3 relative: W_opt's float32 rounding (a few spacings of 100, 3e-5) in D = W - W_opt, against
+    Delta ~ 0.05, moves the quadratic by ~1e-3 at most."""
+    sweep = spec.resolve({"name": "big", "model": "linear_net", "steps": 1, "dtype": "float32",
+                          "task": {"data": "spectrum", "eigenvalues": [1.0, 0.5, 0.25], "w_true": [100.0, 50.0, 20.0],
+                                   "noise": 0.1, "init": "aligned"},
+                          "axes": {"depth": [1], "sigma0": [0.01], "lr": [0.1]}, "record": {"levels": []}})
+    program, _, task = api.compile_inputs(sweep)
+    drawn = engine.draw_task(program, task, seed=0, root_seed=sweep.seed)
+    delta = 0.1 * np.sin(np.arange(9.0) + 1.0).reshape(3, 3)
+    w = (np.diag([100.0, 50.0, 20.0]) + delta).astype(np.float32)
+    hp = {"depth": np.int32(1), "sigma0": np.float32(0.01), "lr": np.float32(0.1)}
+    params = {"single": w}
+    excess = 0.5 * np.sum(np.array([1.0, 0.5, 0.25])[:, None] * (w.astype(np.float64) - np.diag([100.0, 50.0, 20.0])) ** 2)
+    loss = float(program.model.loss(params, hp, drawn))
+    observed = float(program.model.observe(params, hp, drawn)["excess_loss"])
+    assert loss == pytest.approx(excess + 3 * 0.1**2 / 2, rel=1e-3)
+    assert observed == pytest.approx(excess, rel=1e-3)
 
 
 @pytest.mark.parametrize("task, key, message", [
