@@ -51,7 +51,6 @@ observe vector's other entries get infinite targets, so they never hit). Negativ
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import jax
@@ -100,10 +99,10 @@ def assert_close(got, expected, rtol, what, scale=None):
 
 
 def twin_draw(result: Result, seed: int, **flags) -> dict:
-    """The same program's draw for `seed` with model flags changed (whiten=False, shuffle=False):
+    """The same program's draw for `seed` with task flags changed (whiten=False, shuffle=False):
     one seed's data key is the same, so the examples are the same before the flag acts."""
-    program = dataclasses.replace(result.program, model=result.program.model.replace(**flags))
-    return engine.draw_task(program, result.task, seed, result.sweep.seed)
+    task = result.task | {name: np.asarray(value) for name, value in flags.items()}
+    return engine.draw_task(result.program, task, seed, result.sweep.seed)
 
 
 def check_pcs(sigma_x: np.ndarray, pcs: np.ndarray) -> np.ndarray:

@@ -419,16 +419,18 @@ def _least_squares(x: np.ndarray, y: np.ndarray, whiten: bool) -> np.ndarray:
 def make_linear_net(sweep) -> dict:
     """The fixed data: the spectrum (`eigenvalues`) and W* (`w_true`, d x p diagonal), the
     autoencoder's latent variances and its basis B (d x r, entries U[0, 1] drawn from the sweep's
-    seed), or the digits (`x`, `y`); plus the targets sigma*, if any. Samples, shuffles and whitening are per seed, in
-    the program (`LinearNet.draw`)."""
+    seed), or the digits (`x`, `y`); plus the targets sigma*, if any, and the flags `whiten` and
+    `shuffle` (boolean scalars). Samples, shuffles and whitening are per seed, in the program
+    (`LinearNet.draw`)."""
     task = sweep.task
+    flags = {name: jnp.asarray(bool(task[name])) for name in ("whiten", "shuffle")}
     arrays = {"sigma_star": task["sigma_star"]} if "sigma_star" in task else {}
     if task["data"] == "digits":
         x, y = digits(task["examples"])
-        return _arrays(sweep, arrays | {"x": x, "y": y})
+        return _arrays(sweep, arrays | {"x": x, "y": y}) | flags
     arrays["eigenvalues"] = task["eigenvalues"]
     if task["data"] == "autoencoder":     # Gidel's fixed B, entries U[0, 1], from the sweep's seed
         arrays["basis"] = np.random.default_rng(sweep.seed).uniform(size=(task["d"], len(task["eigenvalues"])))
     if task["data"] == "spectrum":
         arrays["w_true"] = _true_map(task)
-    return _arrays(sweep, arrays)
+    return _arrays(sweep, arrays) | flags

@@ -181,8 +181,7 @@ FAMILIES: dict[str, Family] = {
         build=lambda sweep: linear_net.LinearNet(
             d=sweep.task["d"], p=sweep.task["p"], width=sweep.task["width"], k=sweep.task["top"],
             max_depth=int(max(sweep.axes["depth"])), init_kind=sweep.task["init"], data=sweep.task["data"],
-            examples=sweep.task["examples"], whiten=sweep.task["whiten"], shuffle=sweep.task["shuffle"],
-            noise=sweep.task.get("noise", 0.0), dtype=sweep.dtype),
+            examples=sweep.task["examples"], noise=sweep.task.get("noise", 0.0), dtype=sweep.dtype),
         make_task=tasks.make_linear_net,
         observed=r"singular values $\sigma_i(W)$",
         optional_axes=("shape",),

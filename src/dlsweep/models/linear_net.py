@@ -62,8 +62,9 @@ SUPPORT_RTOL = 1e-6      # eigenvalues of Sigma_x below this times the largest c
 @struct.dataclass
 class LinearNet:
     """Static configuration: input size d, output size p, width h, observed values k, largest
-    depth, init scheme, data kind, examples per seed (0: population statistics), whitening,
-    label shuffling, label noise (std), float dtype."""
+    depth, init scheme, data kind, examples per seed (0: population statistics), label noise (std),
+    float dtype. Whitening and label shuffling are the task's flags (`whiten`, `shuffle`), traced,
+    so that sweeps differing in them alone share one compiled program."""
 
     d: int = struct.field(pytree_node=False)
     p: int = struct.field(pytree_node=False)
@@ -73,8 +74,6 @@ class LinearNet:
     init_kind: str = struct.field(pytree_node=False)
     data: str = struct.field(pytree_node=False)
     examples: int = struct.field(pytree_node=False)
-    whiten: bool = struct.field(pytree_node=False)
-    shuffle: bool = struct.field(pytree_node=False)
     noise: float = struct.field(pytree_node=False)
     dtype: str = struct.field(pytree_node=False, default="float32")
 
@@ -105,8 +104,7 @@ class LinearNet:
             return jnp.diag(lam), lam[:, None] * w_true, offset, None, loss_at
         k_data, k_shuffle = jax.random.split(key)
         x, y, reference = self._samples(k_data, task)
-        if self.shuffle:
-            y = jax.random.permutation(k_shuffle, y)
+        y = jnp.where(task["shuffle"], jax.random.permutation(k_shuffle, y), y)
         n = x.shape[0]
         loss_at = lambda w: 0.5 * jnp.sum((y - x @ w) ** 2) / n      # noqa: E731
         return x.T @ x / n, x.T @ y / n, 0.5 * jnp.sum(y * y) / n, reference, loss_at
@@ -125,11 +123,11 @@ class LinearNet:
         w_opt = pcs @ (inverse[:, None] * (pcs.T @ sigma_xy))
         # whitening maps X W_opt to itself, so the optimum's loss is the same either way
         loss_opt = loss_at(w_opt)
-        if self.whiten:                     # X <- X Sigma_x^(-1/2): Sigma_x -> the projector on its support
-            sigma_xy = pcs @ (jnp.sqrt(inverse)[:, None] * (pcs.T @ sigma_xy))
-            sigma_x = (pcs * support) @ pcs.T
-            inverse = support.astype(lam.dtype)
-            w_opt = pcs @ (inverse[:, None] * (pcs.T @ sigma_xy))
+        whiten = task["whiten"]             # X <- X Sigma_x^(-1/2): Sigma_x -> the projector on its support
+        sigma_xy = jnp.where(whiten, pcs @ (jnp.sqrt(inverse)[:, None] * (pcs.T @ sigma_xy)), sigma_xy)
+        sigma_x = jnp.where(whiten, (pcs * support) @ pcs.T, sigma_x)
+        inverse = jnp.where(whiten, support.astype(lam.dtype), inverse)
+        w_opt = jnp.where(whiten, pcs @ (inverse[:, None] * (pcs.T @ sigma_xy)), w_opt)
         left, _, right = jnp.linalg.svd(sigma_xy)
         return {"sigma_x": sigma_x, "sigma_xy": sigma_xy, "offset": offset, "pcs": pcs, "w_opt": w_opt,
                 "loss_opt": loss_opt, "residual": sigma_xy - sigma_x @ w_opt,
