@@ -572,12 +572,15 @@ def azulay_q_minimizer(x, y, c, rtol: float = 1e-12, max_iter: int = 200):
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     c = np.asarray(c, dtype=float)
     shape = np.broadcast_shapes(c.shape[:-1], x.shape[:-2], y.shape[:-1])
-    x = np.broadcast_to(x, (*shape, *x.shape[-2:]))
     c, y = np.broadcast_to(c, (*shape, x.shape[-1])), np.broadcast_to(y, (*shape, x.shape[-2]))
     tol = rtol * (1.0 + np.max(np.abs(y), axis=-1))
+    x_t = np.swapaxes(x, -1, -2)            # X^T; products as matmuls broadcasting X over the batch
+
+    def times_x(v):                         # v X, (..., n) -> (..., d)
+        return (v[..., None, :] @ x)[..., 0, :]
 
     def at(lam):
-        nu = 2.0 * np.einsum("...nd,...n->...d", x, lam)
+        nu = 2.0 * times_x(lam)
         with np.errstate(over="ignore", invalid="ignore"):
             dual = np.sum(0.5 * c * np.cosh(nu), axis=-1) - np.sum(lam * y, axis=-1)
             return c * np.sinh(nu), c * np.cosh(nu), np.where(np.isfinite(dual), dual, np.inf)
@@ -585,13 +588,13 @@ def azulay_q_minimizer(x, y, c, rtol: float = 1e-12, max_iter: int = 200):
     lam = np.zeros(y.shape)
     beta, weight, dual = at(lam)
     for _ in range(max_iter):
-        residual = np.einsum("...nd,...d->...n", x, beta) - y
+        residual = (x @ beta[..., None])[..., 0] - y
         if np.all(np.max(np.abs(residual), axis=-1) <= tol):
             return beta
-        hessian = 2.0 * np.einsum("...nd,...d,...md->...nm", x, weight, x)
+        hessian = 2.0 * (x * weight[..., None, :]) @ x_t
         direction = -np.linalg.solve(hessian, residual[..., None])[..., 0]
         decrease = np.sum(residual * direction, axis=-1)            # < 0: a descent direction
-        reach = 2.0 * np.max(np.abs(np.einsum("...nd,...n->...d", x, direction)), axis=-1)
+        reach = 2.0 * np.max(np.abs(times_x(direction)), axis=-1)
         step = np.minimum(1.0, MAX_DUAL_MOVE / reach)               # cosh grows by at most e^2 a step
         slack = 16 * np.finfo(float).eps * (1.0 + np.abs(dual))    # the dual's rounding: near the optimum
         for _ in range(60):                                         # Armijo backtracking, per element
