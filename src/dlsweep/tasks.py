@@ -222,11 +222,11 @@ def _arrays(sweep, arrays: dict) -> dict:
 
 
 def make_quadratic(sweep) -> dict:
-    """sigma* and the diagonal of W* = diag(sqrt(sigma*), 0, ...) (d entries)."""
+    """sigma*, the diagonal of W* = diag(sqrt(sigma*), 0, ...) (d entries) and the flag `bias`."""
     task = sweep.task
     root = np.zeros(task["d"])
     root[: len(task["sigma_star"])] = np.sqrt(task["sigma_star"])
-    return _arrays(sweep, {"sigma_star": task["sigma_star"], "w_star_diagonal": root})
+    return _arrays(sweep, {"sigma_star": task["sigma_star"], "w_star_diagonal": root}) | {"bias": jnp.asarray(bool(task["bias"]))}
 
 
 def make_diagonal(sweep) -> dict:

@@ -111,7 +111,7 @@ FAMILIES: dict[str, Family] = {
         validate_task=tasks.validate_quadratic,
         build=lambda sweep: quadratic.Quadratic(
             d=sweep.task["d"], k=sweep.task["top"], loss_kind=sweep.task["loss"],
-            examples=sweep.task["examples"], bias=sweep.task["bias"]),
+            examples=sweep.task["examples"]),
         make_task=tasks.make_quadratic,
         observed=r"eigenvalues $\lambda_i(W^\top W)$",
         targets=tasks.targets_if_all_observed,

@@ -12,7 +12,9 @@ M = W*^T W* - W^T W, E r = tr M - b and Var r = 2 ||M||_F^2, so the variance los
 (1/8) ||M||_F^2 and the squared loss (1/16) (2 ||M||_F^2 + (tr M - b)^2).
 
 Init: orthogonal, W(0) = sqrt(sigma0) Q (Q Haar-random from the run's key), so W(0)^T W(0) =
-sigma0 I; the bias starts at its optimum for W(0), b(0) = E[y - ||W(0) x||^2]. Observed: the k
+sigma0 I; the bias starts at its optimum for W(0), b(0) = E[y - ||W(0) x||^2]. The bias is the
+task's flag `bias`, traced (without it b stays 0 and gets no gradient), so sweeps differing in it
+alone share one compiled program. Observed: the k
 largest eigenvalues of W^T W (squared singular values of W). Theorem 5: under the population
 variance loss they follow the depth-2 toy model, w <- w + (lr/2) w (sigma* - w^2) with sigma = w^2.
 """
@@ -28,13 +30,12 @@ LOSSES = ("variance", "squared")
 
 @struct.dataclass
 class Quadratic:
-    """Static configuration: dimension d, observed values k, loss, examples n, bias."""
+    """Static configuration: dimension d, observed values k, loss, examples n."""
 
     d: int = struct.field(pytree_node=False)
     k: int = struct.field(pytree_node=False)
     loss_kind: str = struct.field(pytree_node=False)
     examples: int = struct.field(pytree_node=False)
-    bias: bool = struct.field(pytree_node=False)
 
     def draw(self, key, task):
         """One seed's dataset: x_j with N(0, 1) entries (n x d), y_j = ||W* x_j||^2."""
@@ -48,10 +49,9 @@ class Quadratic:
         dtype = hp["sigma0"].dtype
         q, r = jnp.linalg.qr(jax.random.normal(key, (self.d, self.d), dtype))
         q = q * jnp.sign(jnp.diagonal(r))[None, :]                  # Haar measure (Mezzadri 2007)
-        params = {"w": jnp.sqrt(hp["sigma0"]) * q}
-        if self.bias:
-            params["b"] = self._mean_residual(params["w"], jnp.zeros((), dtype), task)
-        return params
+        w = jnp.sqrt(hp["sigma0"]) * q
+        zero = jnp.zeros((), dtype)
+        return {"w": w, "b": jnp.where(task["bias"], self._mean_residual(w, zero, task), zero)}
 
     def _mean_residual(self, w, b, task):
         """E r = E[y - ||W x||^2 - b]."""
@@ -66,7 +66,7 @@ class Quadratic:
     def loss(self, params, hp, task):
         """The module docstring's variance or squared loss."""
         w = params["w"]
-        b = params.get("b", jnp.zeros((), w.dtype))
+        b = jnp.where(task["bias"], params["b"], jnp.zeros((), w.dtype))
         if self.examples == 0:
             m = jnp.diag(task["w_star_diagonal"] ** 2) - w.T @ w
             spread = 2.0 * jnp.sum(m * m)                               # Var r
