@@ -16,6 +16,7 @@ dynamics; for the one-neuron network a w^T x (first layer w, second a) s is Azul
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 SHAPE_RANGE = (-1.0, 1.0)          # open interval
@@ -49,3 +50,13 @@ def singular_value_drift(product, anchor):
         return jnp.linalg.norm(w - w_anchor) + slack * (jnp.linalg.norm(w) + jnp.linalg.norm(w_anchor))
 
     return drift
+
+
+def select(flag, on, off):
+    """where(flag, on, off) for a task's switch (a boolean scalar, traced in the compiled program,
+    so that sweeps differing in it alone share one program); a concrete flag picks its branch, so
+    a trace made with known task values shows only the data flow taken (`spec.warn_if_seeds_identical`)."""
+    try:
+        return on if bool(flag) else off
+    except jax.errors.ConcretizationTypeError:
+        return jnp.where(flag, on, off)

@@ -52,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from dlsweep.models.layers import layer_scales
+from dlsweep.models.layers import layer_scales, select
 
 INITS = ("gaussian", "aligned", "glorot")
 DATA = ("spectrum", "autoencoder", "digits")
@@ -104,7 +104,7 @@ class LinearNet:
             return jnp.diag(lam), lam[:, None] * w_true, offset, None, loss_at
         k_data, k_shuffle = jax.random.split(key)
         x, y, reference = self._samples(k_data, task)
-        y = jnp.where(task["shuffle"], jax.random.permutation(k_shuffle, y), y)
+        y = select(task["shuffle"], jax.random.permutation(k_shuffle, y), y)
         n = x.shape[0]
         loss_at = lambda w: 0.5 * jnp.sum((y - x @ w) ** 2) / n      # noqa: E731
         return x.T @ x / n, x.T @ y / n, 0.5 * jnp.sum(y * y) / n, reference, loss_at
@@ -124,10 +124,10 @@ class LinearNet:
         # whitening maps X W_opt to itself, so the optimum's loss is the same either way
         loss_opt = loss_at(w_opt)
         whiten = task["whiten"]             # X <- X Sigma_x^(-1/2): Sigma_x -> the projector on its support
-        sigma_xy = jnp.where(whiten, pcs @ (jnp.sqrt(inverse)[:, None] * (pcs.T @ sigma_xy)), sigma_xy)
-        sigma_x = jnp.where(whiten, (pcs * support) @ pcs.T, sigma_x)
-        inverse = jnp.where(whiten, support.astype(lam.dtype), inverse)
-        w_opt = jnp.where(whiten, pcs @ (inverse[:, None] * (pcs.T @ sigma_xy)), w_opt)
+        sigma_xy = select(whiten, pcs @ (jnp.sqrt(inverse)[:, None] * (pcs.T @ sigma_xy)), sigma_xy)
+        sigma_x = select(whiten, (pcs * support) @ pcs.T, sigma_x)
+        inverse = select(whiten, support.astype(lam.dtype), inverse)
+        w_opt = select(whiten, pcs @ (inverse[:, None] * (pcs.T @ sigma_xy)), w_opt)
         left, _, right = jnp.linalg.svd(sigma_xy)
         return {"sigma_x": sigma_x, "sigma_xy": sigma_xy, "offset": offset, "pcs": pcs, "w_opt": w_opt,
                 "loss_opt": loss_opt, "residual": sigma_xy - sigma_x @ w_opt,

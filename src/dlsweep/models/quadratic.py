@@ -25,6 +25,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from dlsweep.models.layers import select
+
 LOSSES = ("variance", "squared")
 
 
@@ -51,7 +53,7 @@ class Quadratic:
         q = q * jnp.sign(jnp.diagonal(r))[None, :]                  # Haar measure (Mezzadri 2007)
         w = jnp.sqrt(hp["sigma0"]) * q
         zero = jnp.zeros((), dtype)
-        return {"w": w, "b": jnp.where(task["bias"], self._mean_residual(w, zero, task), zero)}
+        return {"w": w, "b": select(task["bias"], self._mean_residual(w, zero, task), zero)}
 
     def _mean_residual(self, w, b, task):
         """E r = E[y - ||W x||^2 - b]."""
@@ -66,7 +68,7 @@ class Quadratic:
     def loss(self, params, hp, task):
         """The module docstring's variance or squared loss."""
         w = params["w"]
-        b = jnp.where(task["bias"], params["b"], jnp.zeros((), w.dtype))
+        b = select(task["bias"], params["b"], jnp.zeros((), w.dtype))
         if self.examples == 0:
             m = jnp.diag(task["w_star_diagonal"] ** 2) - w.T @ w
             spread = 2.0 * jnp.sum(m * m)                               # Var r
