@@ -19,7 +19,10 @@ from dlsweep import api, compare, models
 from dlsweep.store import StoreError
 from dlsweep.warning import DlsweepWarning
 
-SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
+_PACKAGE = Path(__file__).resolve().parent
+# the bundled sweep specs: sweeps/ beside the package in the repository (and an editable install),
+# dlsweep/sweeps in an installed wheel (pyproject.toml ships them there)
+SWEEPS = _PACKAGE / "sweeps" if (_PACKAGE / "sweeps").is_dir() else _PACKAGE.parent / "sweeps"
 REFERENCE_CPU = "2-core AMD EPYC, no GPU"
 NEEDS_BASELINE = ("agreement",)          # figure kinds that draw the comparator's column (`compare = true`)
 
