@@ -428,15 +428,22 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
     The block runs once with a running maximum of sigma (cheap); only the live trajectories whose
     maximum reached a new level are run again from the block's start with a per-step hit test,
     gathered into sub-batches of `capacity` rows (`replay_capacity`; a batch of one in place), and
-    take that run's result. Each trajectory's result depends on itself alone, never on which others share its batch."""
+    take that run's result. Each trajectory's result depends on itself alone, never on which others share its batch.
+    A batch of one (`run_sequential`) whose model observes sigma at every step anyway (no
+    `drift_from`) runs the per-step hit test at once: no peak, no replay, one copy of the step
+    in the program."""
     start_axis = 0 if jnp.ndim(start) else None
+    batch = state.loss0.shape[0]
+    exact = jax.vmap(functools.partial(_steps_with_hits, program),
+                     (0, hp_axes, _row_axes(task_axes), start_axis, None))
+    check = rows_map(functools.partial(settle, program), (0, 0, 0, 0, 0, hp_axes, task_axes, start_axis), period)
+    if program.levels and batch == 1 and getattr(program.model, "drift_from", None) is None:
+        params, opt_state, hit, chosen = _specialized(lambda h: exact(state, h, task, start, n), hps, specialized)
+        return check(state, params, opt_state, hit, chosen, hps, task, start + n), jnp.asarray(n, EXECUTED_DTYPE)
     fast = rows_map(functools.partial(_steps_with_peak, program), (0, hp_axes, task_axes, start_axis, None), period)
     params, opt_state, chosen, peak = _specialized(lambda h: fast(state, h, task, start, n), hps, specialized)
     frozen = state.diverged | state.converged       # its block is discarded: no replay
     pending = jax.vmap(functools.partial(_reached_new_level, program))(state, peak) & ~frozen
-    batch = pending.shape[0]
-    exact = jax.vmap(functools.partial(_steps_with_hits, program),
-                     (0, hp_axes, _row_axes(task_axes), start_axis, None))
 
     def replay(carry):
         pending, params, opt_state, hit, chosen, rounds = carry
@@ -463,7 +470,6 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
     else:
         carry = (pending, params, opt_state, state.hit, chosen, jnp.zeros((), STEP_DTYPE))
         _, params, opt_state, hit, chosen, rounds = jax.lax.while_loop(lambda c: jnp.any(c[0]), replay, carry)
-    check = rows_map(functools.partial(settle, program), (0, 0, 0, 0, 0, hp_axes, task_axes, start_axis), period)
     executed = ((batch + rounds * capacity) * n).astype(EXECUTED_DTYPE)
     return check(state, params, opt_state, hit, chosen, hps, task, start + n), executed
 
