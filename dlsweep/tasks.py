@@ -221,12 +221,18 @@ def _arrays(sweep, arrays: dict) -> dict:
     return {key: jnp.asarray(value, dtype=sweep.dtype) for key, value in arrays.items()}
 
 
+def _switches(sweep, *names: str) -> dict:
+    """The task's boolean switches `names` as boolean scalars: traced in the program, where the
+    model selects with them (`models.layers.select`), so sweeps differing in them alone share one."""
+    return {name: jnp.asarray(bool(sweep.task[name])) for name in names}
+
+
 def make_quadratic(sweep) -> dict:
     """sigma*, the diagonal of W* = diag(sqrt(sigma*), 0, ...) (d entries) and the flag `bias`."""
     task = sweep.task
     root = np.zeros(task["d"])
     root[: len(task["sigma_star"])] = np.sqrt(task["sigma_star"])
-    return _arrays(sweep, {"sigma_star": task["sigma_star"], "w_star_diagonal": root}) | {"bias": jnp.asarray(bool(task["bias"]))}
+    return _arrays(sweep, {"sigma_star": task["sigma_star"], "w_star_diagonal": root}) | _switches(sweep, "bias")
 
 
 def make_diagonal(sweep) -> dict:
@@ -423,7 +429,7 @@ def make_linear_net(sweep) -> dict:
     `shuffle` (boolean scalars). Samples, shuffles and whitening are per seed, in the program
     (`LinearNet.draw`)."""
     task = sweep.task
-    flags = {name: jnp.asarray(bool(task[name])) for name in ("whiten", "shuffle")}
+    flags = _switches(sweep, "whiten", "shuffle")
     arrays = {"sigma_star": task["sigma_star"]} if "sigma_star" in task else {}
     if task["data"] == "digits":
         x, y = digits(task["examples"])
