@@ -85,7 +85,7 @@ REPRODUCTIONS = {r.name: r for r in (
         "toy-model dynamics sigma_i(t), N = 1..4 x sigma0 = 0.1, 0.001",
         ("steps=40000", "record.points=200"), None,
         ({"kind": "trajectories", "s": 0.05, "f": 0.95},),
-        quick_seconds=4.1, full_seconds=3.6),
+        quick_seconds=4.1, full_seconds=3.3),
     Reproduction(
         "gissin-depth-separation", "Gissin et al. 2020, Theorem 2 (threshold vs r, N = 2..8)",
         "threshold against the target ratio r for each depth, with the exact GF curve and the Theorem 2 band",
@@ -94,7 +94,7 @@ REPRODUCTIONS = {r.name: r for r in (
         {"pairs": "first-vs-rest", "method": "bisect", "s": 0.05, "f": 0.95},
         ({"kind": "heatmap", "pair": (0, 3)}, {"kind": "heatmap", "x": "r", "y": "depth", "pair": (0, 1)},
          {"kind": "thresholds"}),
-        quick_seconds=6.7, full_seconds=10.6),
+        quick_seconds=6.7, full_seconds=9.5),
     Reproduction(
         "gissin-gd", "Gissin et al. 2020, Theorem 3 (gradient descent, N = 2)",
         "threshold against the learning rate at N = 2, with Theorem 3's bounds and the GF limit",
@@ -102,27 +102,27 @@ REPRODUCTIONS = {r.name: r for r in (
          "axes.sigma0={logspace = [-6, -0.7], num = 27}"),
         {"pairs": [(0, 1), (0, 2)], "method": "bisect", "s": 0.1, "f": 0.9},
         ({"kind": "lr", "s": 0.1, "f": 0.9}, {"kind": "heatmap", "x": "sigma0", "y": "lr", "s": 0.1, "f": 0.9}),
-        quick_seconds=5.2, full_seconds=4.1),
+        quick_seconds=5.2, full_seconds=3.9),
     Reproduction(
         "gissin-fig1a", "Gissin et al. 2020, Figure 1a",
         "depth-4 matrix sensing: top-5 singular values against time, mean and spread over 3 seeds",
         ("task.d=10", "task.measurements=200", "steps=20000"), None, (_VALUES,),
-        quick_seconds=9.2, full_seconds=14.7),
+        quick_seconds=9.2, full_seconds=13.4),
     Reproduction(
         "gissin-fig1b", "Gissin et al. 2020, Figure 1b",
         "quadratic network with a global bias: top-5 eigenvalues of W^T W against time, 3 seeds",
         ("steps=8000",), None, (_VALUES,),
-        quick_seconds=5.9, full_seconds=3.2),
+        quick_seconds=5.9, full_seconds=2.9),
     Reproduction(
         "gissin-fig1c", "Gissin et al. 2020, Figure 1c",
         "depth-3 diagonal network, exponential loss: 5 largest |sigma_i| against time, 5 seeds",
         ("axes.seed=[0, 1, 2]",), None, (_VALUES,),
-        quick_seconds=4.1, full_seconds=2.6),
+        quick_seconds=4.1, full_seconds=2.3),
     Reproduction(
         "gissin-fig1d", "Gissin et al. 2020, Figure 1d",
         "depth-3 circular-convolutional network: 5 largest Fourier amplitudes against time, 5 seeds",
         ("axes.seed=[0, 1, 2]", "task.examples=100", "task.d=50"), None, (_VALUES,),
-        quick_seconds=5.0, full_seconds=3.5),
+        quick_seconds=5.0, full_seconds=3.0),
     Reproduction(
         "gissin-fig3", "Gissin et al. 2020, Figure 3",
         "depth-5 signed toy model against orthogonal matching pursuit: agreement of the first s chosen "
@@ -137,7 +137,7 @@ REPRODUCTIONS = {r.name: r for r in (
         ("task.d=20", "steps=40000"), None, (_VALUES,),
         variants=(Variant("many-measurements", "1000 measurements"),
                   Variant("few-measurements", "300 measurements", ("task.measurements=300",))),
-        quick_seconds=46.5, full_seconds=43.0),
+        quick_seconds=46.5, full_seconds=40.1),
     Reproduction(
         "gissin-fig5", "Gissin et al. 2020, Figure 5",
         "quadratic network without / with a global bias, large / small data: top-5 eigenvalues, 3 seeds",
@@ -146,39 +146,39 @@ REPRODUCTIONS = {r.name: r for r in (
                                (f"task.bias={flag}", f"task.examples={n}"))
                        for bias, flag in (("no-bias", "false"), ("bias", "true"))
                        for size, n in (("large-data", 1000), ("small-data", 100))),
-        quick_seconds=17.4, full_seconds=11.3),
+        quick_seconds=17.4, full_seconds=9.4),
     Reproduction(
         "gissin-fig6", "Gissin et al. 2020, Figure 6",
         "diagonal classifiers of depth 1-5, 100 seeds: correlation with w* against depth (and the SVM's); "
         "5 largest |sigma_i| over time",
         ("axes.seed=[0, 1, 2, 3, 4]", "axes.sigma0=[0.1, 0.001]"), None,
         ({"kind": "correlation"}, _VALUES),
-        quick_seconds=7.0, full_seconds=17.6),
+        quick_seconds=7.0, full_seconds=13.3),
     Reproduction(
         "gissin-fig7", "Gissin et al. 2020, Figure 7",
         "circular-convolutional classifiers of depth 1-3, 9 seeds: correlation with w* (and the SVM's); "
         "5 largest Fourier amplitudes over time",
         ("axes.seed=[0, 1, 2]", "steps=20000", "task.d=50", "task.examples=100"), None,
         ({"kind": "correlation"}, _VALUES),
-        quick_seconds=6.9, full_seconds=6.2),
+        quick_seconds=6.9, full_seconds=5.0),
     Reproduction(
         "gidel-fig1", "Gidel et al. 2019, Figure 1",
         "linear model vs two-layer network on Sigma_xy = diag(0.1, 0.01, 0.001): ||W||_F^2 rises in one "
         "step per component at delta / sigma_i for depth 2, at once for depth 1",
         ("steps=40000", "task.w_true=[0.1, 0.01]", "axes.sigma0=[2.061153622438558e-09, 4.5399929762484854e-05]"),
         None, ({"kind": "observables", "y": "norm_squared,nuclear_norm"}, _VALUES),
-        quick_seconds=4.7, full_seconds=5.4),
+        quick_seconds=4.7, full_seconds=4.3),
     Reproduction(
         "gidel-fig2", "Gidel et al. 2019, Figure 2",
         "linear autoencoder, depth 1 vs 2: trace norm and reconstruction error against the step, 3 seeds",
         ("steps=10000", "task.examples=300", "task.d=10"), None, ({"kind": "observables"}, _VALUES),
-        quick_seconds=10.0, full_seconds=6.5),
+        quick_seconds=10.0, full_seconds=5.7),
     Reproduction(
         "hacohen-fig2", "Hacohen & Weinshall, Figure 2 (left)",
         "one-layer linear networks on the 8x8 digits, 10 seeds: distance to the optimum along 6 principal "
         "directions against the step, beside eq. 10's |1 - lr lambda_j|^s",
         ("steps=600", "axes.seed=[0, 1, 2]"), None, ({"kind": "pc_curves"},),
-        quick_seconds=5.2, full_seconds=5.5),
+        quick_seconds=5.2, full_seconds=5.2),
     Reproduction(
         "hacohen-fig4", "Hacohen & Weinshall, Figures 2, 4a and 4c",
         "deep linear networks (depths 1, 2, 5) on the 8x8 digits, 10 seeds: distance to the optimum along "
@@ -187,7 +187,7 @@ REPRODUCTIONS = {r.name: r for r in (
         ("steps=600", "task.width=32", "axes.seed=[0, 1, 2]", "record.points=40"), None,
         ({"kind": "pcs"}, {"kind": "pc_rates"}),
         variants=(Variant("natural", "natural digits"), Variant("whitened", "ZCA-whitened digits", ("task.whiten=true",))),
-        quick_seconds=12.4, full_seconds=56.4),
+        quick_seconds=12.4, full_seconds=50.0),
     Reproduction(
         "hacohen-fig10", "Hacohen & Weinshall, Figure 10",
         "two-layer linear networks on 48 of the 8x8 digits, 10 seeds: excess loss with real and shuffled "
@@ -199,7 +199,7 @@ REPRODUCTIONS = {r.name: r for r in (
                                                  ("shuffled", (f"task.whiten={whiten}", "task.shuffle=true")))),
         combined=("excess_loss", (("natural digits", ("natural-real", "natural-shuffled")),
                                   ("ZCA-whitened digits", ("whitened-real", "whitened-shuffled")))),
-        quick_seconds=19.8, full_seconds=10.1),
+        quick_seconds=19.8, full_seconds=8.9),
     Reproduction(
         "linear-net-phase", "Beyond the papers, deep linear networks",
         "phase diagram over depth (1-5) x sigma0 of (0.05, 0.95)-incremental learning of W* = diag(1, 0.5, "
@@ -212,7 +212,7 @@ REPRODUCTIONS = {r.name: r for r in (
         variants=(Variant("aligned", "aligned init"),
                   Variant("gaussian", "Gaussian init", ("task.init=gaussian", "axes.seed=[0, 1, 2, 3, 4, 5, 6, 7]"),
                           quick=("axes.seed=[0, 1, 2]",))),
-        quick_seconds=33.4, full_seconds=101.6),
+        quick_seconds=33.4, full_seconds=82.5),
     Reproduction(
         "azulay-fig7-1", "Azulay et al. 2021, Figure 7.1 (section 9)",
         "two-layer diagonal networks on 5-sparse regression: population error against the init scale, one "
@@ -222,7 +222,7 @@ REPRODUCTIONS = {r.name: r for r in (
          "steps=60000"), None,
         ({"kind": "summary"}, {"kind": "summary", "x": "c"},
          {"kind": "heatmap", "color": "l1_l2_position"}),
-        quick_seconds=6.4, full_seconds=61.1),
+        quick_seconds=6.4, full_seconds=54.1),
     Reproduction(
         "azulay-fig7-2", "Azulay et al. 2021, Figure 7.2",
         "contours of Theorem 2's Q for one neuron in d = 2 from w~0 = alpha (0.6, 0.8): alpha = 2 at s = 0, 0.2, "
@@ -238,7 +238,7 @@ REPRODUCTIONS = {r.name: r for r in (
         tuple({"kind": "heatmap", "color": color, "at": {"depth": depth}}
               for color, depth in (("population_error", 2), ("l1_l2_position", 2), ("population_error", 3),
                                    ("population_error", 4))),
-        quick_seconds=7.4, full_seconds=63.5),
+        quick_seconds=7.4, full_seconds=53.9),
 )}
 
 
