@@ -376,6 +376,7 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
     partial = store.partial_note(folder) or ""
     table = table.assign(partial=partial)
     table.attrs["partial"] = partial
+    table.attrs["cells"] = cells
     if write:
         path = Path(out) if out is not None else folder / THRESHOLDS_FILE
         store.write_table(path, table, hint="pass out=FILE.parquet to write the table elsewhere")
@@ -386,7 +387,10 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
 def _with_theory(table: pd.DataFrame, sweep: Sweep, cells: list[str], sigma_star, s: float, f: float) -> pd.DataFrame:
     """Gissin et al.'s theory beside the rows whose runs follow the toy model's dynamics, with
     `toy_lr`, the toy's equivalent step (`Family.toy_lr`; NaN where they do not; left out where it
-    is the run's own lr everywhere, as for the toy); unchanged where no row does."""
+    is the run's own lr everywhere, as for the toy); unchanged where no row does, and for any
+    optimizer but plain gradient descent (the theory is of GD and gradient flow)."""
+    if sweep.optimizer.name != "sgd":
+        return table
     family = models.FAMILIES[sweep.model]
     toy_lr = np.array([family.toy_lr(sweep.task, cell) for cell in table[cells].to_dict("records")], dtype=float)
     if "depth" not in table or np.isnan(toy_lr).all():
@@ -555,7 +559,9 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     dynamics); over a seed axis, by default the share of seeds that learn incrementally, with the
     median threshold and its range; x by y = r by depth with colour
     `log10_sigma0_th` maps the thresholds themselves. trajectories: sigma_i(t) faceted by sigma0 x
-    depth (repetitions over seeds as mean and spread). thresholds: sigma0_th against r per depth.
+    depth (repetitions over seeds as mean and spread). thresholds: sigma0_th against r per depth;
+    with x an axis (e.g. depth), sigma0_th of `pair` against it, one line per value of the axis
+    `color` (e.g. momentum), with gradient flow's exact threshold against depth.
     lr: sigma0_th against lr at N = 2. correlation: the final predictor's correlation with the
     labelling vector against depth (models that summarize one), with the SVM baseline if run.
     agreement: the agreement of the selected features with OMP's against the sparsity.
@@ -708,6 +714,9 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         figure = plot.heatmap(frame, x, y, "incremental_fraction" if seeds else color or "status",
                               thresholds=table if x == "sigma0" else None, title=heading)
         name = f"heatmap-{x}-{y}{at_name}"
+    elif kind == "thresholds" and x not in (None, "r"):
+        figure = _threshold_lines(folder, sweep, _axis_of(sweep, x), color, pair, s, f, at, title)
+        name = f"thresholds-{x}-{color}{at_name}"
     elif kind == "thresholds":
         table, heading = figure_slice(_thresholds_for(folder, s, f, None, at), sweep, ("sigma0", "depth"),
                                       title, folder)      # the figure's heading names (s, f)
@@ -716,10 +725,41 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         table = _thresholds_for(folder, s, f, None, at)
         if not (table.depth == 2).any() or "lr" not in table or table.lr.nunique() < 2:
             raise plot.PlotError(f"{folder}: the lr figure needs depth 2 and several learning rates")
+        if "thm3_upper" not in table:
+            raise plot.PlotError(f"{folder}: the lr figure draws Theorem 3's bounds, which hold for gradient descent on "
+                                 f"the toy model's dynamics; this sweep's runs do not follow them (optimizer "
+                                 f"{sweep.optimizer.name!r}, model {sweep.model!r})")
         table, heading = figure_slice(table[table.depth == 2], sweep, ("sigma0", "lr", "depth"), title, folder,
                                       levels=(s, f))
         figure = plot.lr_map(_with_thresholds(table, folder), title=heading)
     return _save_figure(figure, folder / "figures" / f"{name}.png", out)
+
+
+def _threshold_lines(folder: Path, sweep: Sweep, x: str, color: str | None, pair: tuple[int, int], s: float, f: float,
+                     at: dict[str, float] | None, title: str | None):
+    """The threshold sigma0_th of `pair` against the axis `x`, one line per value of `color` (an
+    axis; default the last other one, seeds aside), mean and spread over seeds; against depth with
+    the exact gradient-flow threshold (Gissin et al. Theorem 1 via `theory.log_gf_threshold`) where
+    the optimizer's small steps follow gradient flow."""
+    from dlsweep import plot
+    from dlsweep.analysis import theory
+
+    others = [a for a in sweep.axes if a not in ("sigma0", x, "seed")]
+    if color is None and not others:
+        raise plot.PlotError(f"{folder}: a thresholds figure against {x} draws one line per value of another axis "
+                             f"(color=...), and the sweep has none but sigma0 and {x}")
+    hue = _axis_of(sweep, color or others[-1], "color")
+    table = _thresholds_for(folder, s, f, [pair], at)
+    table = _with_thresholds(table[(table.i == pair[0]) & (table.j == pair[1])], folder)
+    table, heading = figure_slice(table, sweep, ("sigma0", x, hue), title, folder, levels=(s, f))
+    targets = table.sigma_star_i.iloc[0], table.sigma_star_j.iloc[0]
+    heading += f"\npair ({pair[0]}, {pair[1]}): $\\sigma^*$ = {targets[0]:g} vs {targets[1]:g}"
+    curve = None
+    if x == "depth" and sweep.optimizer.kind.flow_limit:
+        depths = np.sort(table.depth.unique())
+        curve = (depths, np.exp([theory.log_gf_threshold(*targets, s, f, float(n)) for n in depths]),
+                 "gradient flow (exact)")
+    return plot.summary_lines(table, x, "sigma0_th", hue, curve=curve, title=heading, log_y=True)
 
 
 def _with_thresholds(table: pd.DataFrame, folder: Path) -> pd.DataFrame:

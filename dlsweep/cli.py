@@ -217,7 +217,7 @@ THRESHOLD_COLUMNS = ["i", "j", "r", "toy_lr", "sigma0_th", "gf_exact", "rel_erro
 def _thresholds(args) -> int:
     table = api.thresholds(args.folder, s=args.s, f=args.f, pairs=args.pairs, method=args.method, rtol=args.rtol,
                            out=args.out)
-    cells = [c for c in ("depth", "lr", "seed") if c in table]
+    cells = table.attrs["cells"]
     shown = [c for c in THRESHOLD_COLUMNS[:3] + cells + THRESHOLD_COLUMNS[3:] if c in table]
     theorem3 = [c for c in shown if c.startswith("thm3")]
     if theorem3 and table[theorem3].isna().all().all():

@@ -3,7 +3,7 @@ chunk of the grid and compiled once per static configuration.
 
 A trajectory's life, all inside one compiled program:
 
-    init_state                     params from the model, optax state, hits at step 0
+    init_state                     params from the model, the optimizer's state, hits at step 0
     _steps_with_peak               GD steps of a block, keeping the running maximum of sigma
     _steps_with_hits               the same steps with the first-hitting steps updated after each
     settle                         the check at a block's end: diverged -> restored to the block's
@@ -39,6 +39,7 @@ import numpy as np
 import optax
 from flax import struct
 
+from dlsweep import optimizers
 from dlsweep.models import INTEGER_HPS
 
 STEP_DTYPE = jnp.int32
@@ -121,12 +122,14 @@ class Program:
     loss_below: float = 0.0
     refill_from: int = 0
     sequential: bool = False
+    optimizer: optimizers.Optimizer = optimizers.Optimizer()
 
     @classmethod
     def from_sweep(cls, sweep, model) -> "Program":
         steps, first = record_plan(sweep.record.schedule, sweep.record.points, sweep.steps, sweep.stop.check_every)
         return cls(model, sweep.record.levels, tuple(int(s) for s in steps), sweep.stop.check_every,
-                   sweep.stop.rel_loss, sweep.stop.blowup, sweep.dtype, sweep.stop.loss, first)
+                   sweep.stop.rel_loss, sweep.stop.blowup, sweep.dtype, sweep.stop.loss, first,
+                   optimizer=sweep.optimizer)
 
 
 REFILL_MIN_FLOPS = 1e11
@@ -205,11 +208,6 @@ class TrajectoryState:
     converged: jax.Array
 
 
-def _optimizer(lr: jax.Array) -> optax.GradientTransformation:
-    """Plain GD with a per-trajectory learning rate held in the optimizer state."""
-    return optax.inject_hyperparams(optax.sgd)(learning_rate=lr)
-
-
 def _thresholds(program: Program, task, dtype):
     """levels[l] * sigma*_i, shape (k, n_levels)."""
     return jnp.asarray(program.levels, dtype)[None, :] * task["sigma_star"][:, None].astype(dtype)
@@ -244,7 +242,7 @@ def _update_chosen(program: Program, chosen, params, hp, task, step):
 def init_state(program: Program, key, hp, task) -> TrajectoryState:
     model = program.model
     params = model.init(key, hp, task)
-    opt_state = _optimizer(hp["lr"]).init(params)
+    opt_state = program.optimizer.transformation(hp, program.dtype).init(params)
     n_values = _sigma(program, params, hp, task).shape[0]
     hit = jnp.full((n_values, len(program.levels)), -1, STEP_DTYPE)
     hit = _update_hits(program, hit, params, hp, task, 0)
@@ -256,8 +254,10 @@ def init_state(program: Program, key, hp, task) -> TrajectoryState:
 
 
 def _gd_step(program: Program, params, opt_state, hp, task):
-    """One step of gradient descent on the model's loss."""
-    updates, opt_state = _optimizer(hp["lr"]).update(jax.grad(program.model.loss)(params, hp, task), opt_state, params)
+    """One step of the sweep's optimizer (`optimizers`; plain gradient descent by default) on the
+    model's loss."""
+    optimizer = program.optimizer.transformation(hp, program.dtype)
+    updates, opt_state = optimizer.update(jax.grad(program.model.loss)(params, hp, task), opt_state, params)
     return optax.apply_updates(params, updates), opt_state
 
 

@@ -36,9 +36,10 @@ SINGLE, DOUBLE = 3.4, 7.0                       # paper column widths, inches
 LABELS = {"sigma0": r"initialization scale $\sigma_0$", "depth": r"depth $N$", "lr": r"learning rate $\eta$",
           "r": r"target ratio $r = \sigma^*_i / \sigma^*_j$", "seed": "seed",
           "sparsity": r"sparsity $s$ (nonzeros of $w^*$)",
-          "shape": r"init shape $s$ (0: balanced layers)"}
-LOG_AXES = {"sigma0", "lr", "r"}
-ROW_AXES = {"shape"}         # heatmap rows of equal height, labelled by value (like integer axes)
+          "shape": r"init shape $s$ (0: balanced layers)",
+          "momentum": r"momentum $\beta$", "b1": r"Adam $\beta_1$", "b2": r"Adam $\beta_2$", "eps": r"Adam $\epsilon$"}
+LOG_AXES = {"sigma0", "lr", "r", "eps"}
+ROW_AXES = {"shape", "momentum", "b1", "b2"}         # heatmap rows of equal height, labelled by value (like integer axes)
 
 
 def axis_label(name: str) -> str:
@@ -383,7 +384,8 @@ def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], col
 def facet_title(name: str | None, value) -> str:
     if name is None:
         return ""
-    symbol = {"sigma0": r"$\sigma_0$", "depth": "$N$", "lr": r"$\eta$", "sparsity": "$s$", "shape": "$s$"}.get(name, name)
+    symbol = {"sigma0": r"$\sigma_0$", "depth": "$N$", "lr": r"$\eta$", "sparsity": "$s$", "shape": "$s$",
+              "momentum": r"$\beta$", "b1": r"$\beta_1$", "b2": r"$\beta_2$", "eps": r"$\epsilon$"}.get(name, name)
     return f"{symbol} = {value:.3g}" if isinstance(value, (int, float, np.number)) else f"{symbol} = {value}"
 
 
@@ -461,11 +463,11 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
 
 def summary_lines(frame: pd.DataFrame, x: str, column: str, hue: str, levels: dict[str, float] | None = None,
                   curve: tuple[np.ndarray, np.ndarray, str] | None = None, title: str | None = None,
-                  width: float = SINGLE * 1.4) -> plt.Figure:
+                  width: float = SINGLE * 1.4, log_y: bool = False) -> plt.Figure:
     """A runs column against `x` (an axis, or `c`), one line per value of `hue`, mean and +- one
     standard deviation over seeds as a band (Azulay et al.'s Figure 7.1: population error against
     the scale, one curve per shape); `levels` (label -> value) as horizontal reference lines and
-    `curve` (xs, ys, label) as a theory line."""
+    `curve` (xs, ys, label) as a theory line; `log_y` for a positive column spanning decades."""
     fig, ax = plt.subplots(figsize=(width, 2.8), layout="constrained")
     colours = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, frame[hue].nunique()))
     for colour, (value, rows) in zip(colours, sorted(frame.groupby(hue), key=lambda item: item[0])):
@@ -478,6 +480,10 @@ def summary_lines(frame: pd.DataFrame, x: str, column: str, hue: str, levels: di
         ax.plot(curve[0], curve[1], color="black", lw=1.0, ls="--", label=curve[2], zorder=3)
     if x in LOG_AXES or x == "c":
         ax.set_xscale("log")
+    if log_y:
+        ax.set_yscale("log")
+    if frame[x].dtype.kind == "i":
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel(axis_label(x) if x != "c" else r"$c = u_0^2 + v_0^2 = 2\sigma_0 (1 + s^2) / (1 - s^2)$")
     ax.set_ylabel(_quantity_label(column), fontsize=8)
     ax.legend(fontsize=6.5, frameon=False, ncol=2, loc="best")
@@ -580,16 +586,20 @@ def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarra
 
 
 def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> plt.Figure:
-    """sigma0_th / sigma*_j against r on log axes, one colour per depth: measured (markers), the
-    exact gradient-flow curve (line) and the Theorem 2 band [lower, valid upper] (shaded) --
-    exponential in 1/(r-1) at N = 2, polynomial for N >= 3 (Gissin et al. Theorem 2); `title`
-    under the heading."""
+    """sigma0_th / sigma*_j against r on log axes, one colour per depth: measured (markers), and
+    where the table carries the theory (runs that follow the toy model's gradient descent:
+    `gf_exact`) the exact gradient-flow curve (line) and the Theorem 2 band [lower, valid upper]
+    (shaded) -- exponential in 1/(r-1) at N = 2, polynomial for N >= 3 (Gissin et al. Theorem 2);
+    `title` under the heading."""
     fig, ax = plt.subplots(figsize=(width, width * 0.85), layout="constrained")
     s, f = float(thresholds.s.iloc[0]), float(thresholds.f.iloc[0])
+    with_theory = "gf_exact" in thresholds
     r_dense = np.geomspace(max(1.02, thresholds.r.min() * 0.95), thresholds.r.max() * 1.05, 60)
     for n_i, (depth, rows) in enumerate(thresholds.groupby("depth")):
         colour = OKABE_ITO[n_i % len(OKABE_ITO)]
         ax.plot(rows.r, rows.sigma0_th / rows.sigma_star_j, "o", color=colour, ms=4, label=f"$N$ = {depth:g} measured")
+        if not with_theory:
+            continue
         exact = [math.exp(theory.log_gf_threshold(r, 1.0, s, f, float(depth))) for r in r_dense]
         ax.plot(r_dense, exact, "-", color=colour, lw=1.2)
         lower = [theory.thm2_bounds_printed(r, s, f, float(depth))[0] for r in r_dense]
@@ -603,8 +613,9 @@ def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, titl
     ax.set_ylabel(r"threshold $\sigma_0^{th} / \sigma^*_j$")
     heading(fig, "\n".join(filter(None, [f"({s:g}, {f:g})-incremental learning", title])), 9)
     handles, labels = ax.get_legend_handles_labels()
-    handles += [plt.Line2D([], [], color="0.3"), Patch(color="0.3", alpha=0.15)]
-    labels += ["exact gradient flow", "Theorem 2 band"]
+    if with_theory:
+        handles += [plt.Line2D([], [], color="0.3"), Patch(color="0.3", alpha=0.15)]
+        labels += ["exact gradient flow", "Theorem 2 band"]
     ax.legend(handles, labels, fontsize=7, frameon=False, loc="lower right")
     return fig
 

@@ -214,6 +214,16 @@ REPRODUCTIONS = {r.name: r for r in (
                           quick=("axes.seed=[0, 1, 2]",))),
         quick_seconds=33.4, full_seconds=82.5),
     Reproduction(
+        "toy-momentum", "Beyond the papers, momentum",
+        "the toy model trained by heavy-ball momentum beta = 0, 0.5, 0.9, 0.99 at eta = 1e-3 and 1e-2, depths 2-6: "
+        "the (0.05, 0.95) threshold of the two largest targets against depth, beside gradient flow's",
+        ("steps=100000", "axes.depth=[2, 3, 4]", "axes.sigma0={logspace = [-5, -0.5], num = 14}",
+         "axes.momentum=[0.0, 0.9]", "record.points=30"),
+        {"pairs": "adjacent", "method": "grid", "s": 0.05, "f": 0.95},
+        ({"kind": "thresholds", "x": "depth", "color": "momentum"},
+         {"kind": "thresholds", "x": "depth", "color": "momentum", "at": {"lr": 0.01}},
+         {"kind": "heatmap", "x": "sigma0", "y": "momentum", "at": {"depth": 4}})),
+    Reproduction(
         "azulay-fig7-1", "Azulay et al. 2021, Figure 7.1 (section 9)",
         "two-layer diagonal networks on 5-sparse regression: population error against the init scale, one "
         "curve per shape s = 0, 0.5, 0.7, 0.9, 0.99, beside the min-l1 / min-l2 interpolators; the same "

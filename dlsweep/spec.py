@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dlsweep import models
+from dlsweep import models, optimizers
 from dlsweep.models.layers import SHAPE_RANGE
 from dlsweep.plan import grid_too_large
 from dlsweep.store import level_name
@@ -30,7 +30,7 @@ MAX_RECORD_POINTS = 1000
 MAX_STEPS = 2**31 - 2
 MAX_DEPTH = 1024           # depth is unrolled as masked multiplies up to the grid's largest depth
 INT_AXIS_RANGE = {"depth": (1, MAX_DEPTH), "sparsity": (1, 2**31 - 1), "seed": (0, 2**31 - 1)}
-TOP_LEVEL_KEYS = ("name", "model", "steps", "dtype", "seed", "task", "axes", "record", "stop", "compare")
+TOP_LEVEL_KEYS = ("name", "model", "steps", "dtype", "seed", "task", "axes", "record", "stop", "compare", "optimizer")
 
 
 class SpecError(ValueError):
@@ -80,15 +80,18 @@ class Sweep:
     record: Record
     stop: Stop
     compare: bool = False      # the model's baseline on each seed's data, as runs columns (dlsweep.compare)
+    optimizer: optimizers.Optimizer = optimizers.Optimizer()
     source: str = dataclasses.field(default="<memory>", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved spec as plain TOML-able values (what `sweep.toml` holds): the task's keys
         that a spec may give (what validation derives from them, e.g. targets, is derived again
-        when the file is loaded)."""
+        when the file is loaded). The optimizer's table only when it is not plain `sgd`, so a
+        gradient-descent sweep keeps the hash it had before optimizers could be chosen."""
         from dlsweep.models import FAMILIES
 
         given = FAMILIES[self.model].task_keys
+        optimizer = {} if self.optimizer == optimizers.Optimizer() else {"optimizer": self.optimizer.to_dict()}
         return {
             "name": self.name,
             "model": self.model,
@@ -100,7 +103,7 @@ class Sweep:
             "record": _plain(dataclasses.asdict(self.record)),
             "stop": dataclasses.asdict(self.stop),
             "compare": self.compare,
-        }
+        } | optimizer
 
     @property
     def n_runs(self) -> int:
@@ -220,16 +223,19 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: Mappin
     task = family.validate_task(task, lambda key, msg: where.error(f"task.{key}", msg))
 
     axes_raw = _table(raw, "axes", where)
-    optional = (*family.optional_axes, "seed")
-    _reject_unknown(axes_raw, (*family.axes, *optional), "axes", where)
+    optimizer_table = _table(raw, "optimizer", where, required=False)
+    kind = _optimizer_kind(optimizer_table, where)
+    optional = (*family.optional_axes, *kind.defaults, "seed")
+    _reject_unknown_axes(axes_raw, (*family.axes, *optional), where)
     axes = {}
     for axis in (*family.axes, *optional):
         if axis not in axes_raw:
             if axis in optional:
                 continue
             raise where.error(f"axes.{axis}", f"missing; model {model_name!r} sweeps {', '.join(family.axes)}")
-        axes[axis] = _axis_values(axes_raw[axis], axis, dtype, where)
+        axes[axis] = _axis_values(axes_raw[axis], axis, dtype, where, kind.ranges.get(axis))
     family.check_axes(task, axes, where.error)
+    optimizer = _optimizer(optimizer_table, kind, axes, dtype, where)
 
     record = _record(_table(raw, "record", where, required=False), steps, where, has_targets=family.targets(task) is not None)
     stop = _stop(_table(raw, "stop", where, required=False), where)
@@ -238,7 +244,7 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: Mappin
         raise where.error("compare", f"expected true or false, got {compare!r}")
     if compare and family.baseline(task) is None:
         raise where.error("compare", f"model {model_name!r} with this task has no baseline to compare with")
-    return Sweep(name, model_name, steps, dtype, seed, task, axes, record, stop, compare, source=source)
+    return Sweep(name, model_name, steps, dtype, seed, task, axes, record, stop, compare, optimizer, source=source)
 
 
 def warn_if_seeds_identical(sweep: Sweep, model: Any, task: Mapping[str, Any]) -> None:
@@ -277,6 +283,46 @@ def _depends_on_input(jaxpr) -> bool:
         if any(isinstance(v, Var) and v in dependent for v in eqn.invars):
             dependent.update(eqn.outvars)
     return any(isinstance(v, Var) and v in dependent for v in jaxpr.outvars)
+
+
+def _optimizer_kind(table: dict, where: _Where) -> optimizers.Kind:
+    """The `[optimizer]` table's optimizer (default sgd)."""
+    name = table.get("name", "sgd")
+    if not isinstance(name, str) or name not in optimizers.KINDS:
+        raise where.error("optimizer.name", f"unknown optimizer {name!r}; known: {', '.join(optimizers.KINDS)}")
+    return optimizers.KINDS[name]
+
+
+def _optimizer(table: dict, kind: optimizers.Kind, axes: Mapping[str, np.ndarray], dtype: str,
+               where: _Where) -> optimizers.Optimizer:
+    """The resolved optimizer: each hyperparameter that is not an axis fixed at the table's value
+    or its default; one that is an axis must not also be given a value here."""
+    name = table.get("name", "sgd")
+    _reject_unknown(table, ("name", *kind.defaults), "optimizer", where)
+    fixed = []
+    for hyperparameter, default in kind.defaults.items():
+        if hyperparameter in axes:
+            if hyperparameter in table:
+                raise where.error(f"optimizer.{hyperparameter}", f"also swept as axes.{hyperparameter}; give it in one "
+                                                                 f"place: a value here or the axis")
+            continue
+        value = table.get(hyperparameter, default)
+        if not _is_number(value):
+            raise where.error(f"optimizer.{hyperparameter}", f"expected a number, got {value!r}")
+        checked = _check_hyperparameter(np.asarray([value], np.float64), hyperparameter, kind.ranges[hyperparameter],
+                                        f"optimizer.{hyperparameter}", dtype, where)
+        fixed.append((hyperparameter, float(checked[0])))
+    return optimizers.Optimizer(name, tuple(fixed))
+
+
+def _reject_unknown_axes(axes: Mapping, allowed: Sequence[str], where: _Where) -> None:
+    """Unknown axes, with a hint where one is a hyperparameter of another optimizer."""
+    for key in axes:
+        if key in optimizers.HYPERPARAMETERS and key not in allowed:
+            users = [name for name, kind in optimizers.KINDS.items() if key in kind.defaults]
+            raise where.error(f"axes.{key}", f"a hyperparameter of optimizer {' / '.join(users)}; set [optimizer] "
+                                             f"name = {users[0]!r} to sweep it")
+    _reject_unknown(axes, allowed, "axes", where)
 
 
 def _reject_unknown(table: Mapping, allowed: Sequence[str], prefix: str, where: _Where) -> None:
@@ -327,7 +373,9 @@ def _number(value: Any, key: str, where: _Where, low: float, low_open: bool = Tr
     return float(value)
 
 
-def _axis_values(value: Any, axis: str, dtype: str, where: _Where) -> np.ndarray:
+def _axis_values(value: Any, axis: str, dtype: str, where: _Where,
+                 bounds: tuple[float, float, bool] | None = None) -> np.ndarray:
+    """An axis's values, checked; `bounds`: an optimizer hyperparameter's range (`optimizers.Kind`)."""
     key = f"axes.{axis}"
     if isinstance(value, dict):
         values = _axis_range(value, key, where)
@@ -343,7 +391,10 @@ def _axis_values(value: Any, axis: str, dtype: str, where: _Where) -> np.ndarray
     for i, v in enumerate(values):
         if not _is_number(v) or not math.isfinite(v):
             raise where.error(key, f"expected finite numbers, got {v!r} (entry {i})")
-    return _distinct(_check_axis(axis, np.asarray(values), key, dtype, where), key, dtype, where)
+    values = np.asarray(values)
+    checked = (_check_axis(axis, values, key, dtype, where) if bounds is None
+               else _check_hyperparameter(values.astype(np.float64), axis, bounds, key, dtype, where))
+    return _distinct(checked, key, dtype, where)
 
 
 def _distinct(values: np.ndarray, key: str, dtype: str, where: _Where) -> np.ndarray:
@@ -402,6 +453,22 @@ def _check_axis(axis: str, values: np.ndarray, key: str, dtype: str, where: _Whe
                                f"(smallest normal {info.tiny:g}); use dtype = \"float64\" or a larger {axis}")
     if (values > info.max).any():
         raise where.error(key, f"{axis} = {float(values[values > info.max][0]):g} overflows {dtype} (largest {info.max:g})")
+    return values
+
+
+def _check_hyperparameter(values: np.ndarray, name: str, bounds: tuple[float, float, bool], key: str, dtype: str,
+                          where: _Where) -> np.ndarray:
+    """Optimizer hyperparameter values inside their range (low <= v < high, or low < v where low
+    is not allowed), a nonzero one not below the dtype's smallest normal number."""
+    low, high, low_allowed = bounds
+    inside = (values >= low if low_allowed else values > low) & (values < high)
+    if not inside.all():
+        interval = f"{'[' if low_allowed else '('}{low:g}, {high:g})"
+        raise where.error(key, f"expected {name} in {interval}, got {float(values[~inside][0])!r}")
+    tiny = np.finfo(dtype).tiny
+    if ((values != 0) & (values < tiny)).any():
+        raise where.error(key, f"{name} = {float(values[(values != 0) & (values < tiny)][0]):g} underflows {dtype} "
+                               f"(smallest normal {tiny:g})")
     return values
 
 

@@ -31,9 +31,11 @@ def quick(tmp_path_factory):
 def test_list_names_every_reproduction_with_its_paper_figure(capsys):
     from test_diagonal_net import AZULAY_NAMES
     from test_linear_net_phase import PHASE_NAMES
+    from test_optimizers import MOMENTUM_NAMES
     from test_reproduce_models import MODEL_NAMES
 
-    assert set(reproduce.REPRODUCTIONS) == set(NAMES) | set(MODEL_NAMES) | set(PHASE_NAMES) | set(AZULAY_NAMES)
+    assert set(reproduce.REPRODUCTIONS) == (set(NAMES) | set(MODEL_NAMES) | set(PHASE_NAMES) | set(AZULAY_NAMES)
+                                            | set(MOMENTUM_NAMES))
     assert cli.main(["reproduce", "--list"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
