@@ -1,8 +1,10 @@
 """dlsweep: sweeps of gradient-descent trajectories in deep linear models as one compiled JAX program."""
 
+from dlsweep.model import Model
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "load", "load_trajectories"]
+__all__ = ["Model", "__version__", "load", "load_trajectories"]
 
 
 def __getattr__(name: str):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -63,7 +64,7 @@ def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
     for float64 sweeps); the program's layout (refilled slots, or runs one after another) is
     chosen from the cost of its step (`engine.with_layout`)."""
     _use_dtype(sweep.dtype)
-    family = models.FAMILIES[sweep.model]
+    family = sweep.family
     task = family.make_task(sweep)
     program = engine.Program.from_sweep(sweep, family.build(sweep))
     program = engine.with_layout(program, list(sweep.axes), task, sweep.n_runs)
@@ -128,13 +129,14 @@ def compile_sweep(sweep: Sweep, program: engine.Program, task: dict, size: int, 
                                 seeds=engine.seed_slots(program.model, sweep.axes), small=small_batch(sweep, program))
 
 
-def _prepared(spec: str | Path | Sweep, out, overrides: Sequence[str], chunk_size: int | None, max_chunks: int | None,
-              overwrite: bool, shard: tuple[int, int] | None) -> tuple[Sweep, Path, engine.Program, grid.Grid, dict]:
+def _prepared(spec: str | Path | Sweep | Mapping, out, overrides: Sequence[str], chunk_size: int | None,
+              max_chunks: int | None, overwrite: bool, shard: tuple[int, int] | None,
+              model: Any = None) -> tuple[Sweep, Path, engine.Program, grid.Grid, dict]:
     """The sweep of a run with every argument checked, its folder, program, flat grid and task. A
     grid too large for memory is refused from its axis sizes, before the flat grid exists."""
-    sweep = spec if isinstance(spec, Sweep) else spec_module.load(spec, overrides)
+    sweep = _sweep_of(spec, overrides, model)
     spec_module.check_counts({"chunk_size": chunk_size, "max_chunks": max_chunks})
-    if sweep.compare and not compare.available(models.FAMILIES[sweep.model].baseline(sweep.task).requires):
+    if sweep.compare and not compare.available(sweep.family.baseline(sweep.task).requires):
         # checked when run, so its results load anywhere
         raise spec_module.SpecError(f"{sweep.source}: key 'compare': the baselines need scikit-learn: {compare.INSTALL}")
     if shard is not None:
@@ -149,6 +151,20 @@ def _prepared(spec: str | Path | Sweep, out, overrides: Sequence[str], chunk_siz
     program, flat, task = compile_inputs(sweep)
     spec_module.warn_if_seeds_identical(sweep, program.model, task)
     return sweep, folder, program, flat, task
+
+
+def _sweep_of(spec: str | Path | Sweep | Mapping, overrides: Sequence[str], model: Any) -> Sweep:
+    """The resolved sweep of a spec file, a raw spec mapping or a Sweep; `model`, a model object,
+    in place of the spec's `model` (`spec.resolve`)."""
+    if isinstance(spec, Sweep):
+        if model is not None:
+            raise spec_module.SpecError("model=...: give the model with a spec file or mapping, not a resolved Sweep")
+        return spec
+    if isinstance(spec, Mapping):
+        raw = dict(spec)
+        overridden = spec_module.apply_overrides(raw, overrides, "<memory>")
+        return spec_module.resolve(raw, overridden=overridden, model=model)
+    return spec_module.load(spec, overrides, model=model)
 
 
 def _disk(sweep: Sweep, program: engine.Program, task: dict, n_chunks: int) -> Disk:
@@ -175,12 +191,12 @@ def _fresh_manifest(sweep: Sweep, program: engine.Program, flat: grid.Grid, task
 
 def plan_run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
              chunk_size: int | None = None, overwrite: bool = False, max_chunks: int | None = None,
-             shard: tuple[int, int] | None = None) -> Plan:
+             shard: tuple[int, int] | None = None, model: Any = None) -> Plan:
     """What `run` with these arguments would do, found without writing anything: the sweep's axes
     and size, the chunk plan (the folder's, when it resumes one), and the estimated disk. The
     default chunk size costs what it costs a run: a probe compile of the chunk program. What run
     would warn about the folder and the chunk size, this warns too."""
-    sweep, folder, program, flat, task = _prepared(spec, out, overrides, chunk_size, max_chunks, overwrite, shard)
+    sweep, folder, program, flat, task = _prepared(spec, out, overrides, chunk_size, max_chunks, overwrite, shard, model)
     group = chunk_group(sweep, program)
     try:
         manifest = None if overwrite or not folder.is_dir() else store.read_manifest(folder)
@@ -212,8 +228,10 @@ def plan_run(spec: str | Path | Sweep, out: str | Path | None = None, overrides:
 def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
         chunk_size: int | None = None, overwrite: bool = False, progress_bar: bool | None = None,
         max_chunks: int | None = None, shard: tuple[int, int] | None = None,
-        say: Callable[[str], None] | None = None) -> RunReport:
+        say: Callable[[str], None] | None = None, model: Any = None) -> RunReport:
     """Run every trajectory of a sweep into a Parquet dataset folder (default `runs/<name>`).
+    `spec`: a TOML file, a mapping of its tables, or a resolved Sweep; `model`: a model object of
+    your own (`dlsweep.Model`, its class at the top level of a .py file) in place of the spec's.
 
     An existing folder of the same sweep is resumed (finished chunks are skipped); one of a
     different sweep is refused unless `overwrite`. `max_chunks` stops after that many chunks
@@ -224,7 +242,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     `say(line)` hears the run's size before anything is compiled (trajectories, trajectory-steps,
     disk) and, where no progress bar shows an ETA, one after the first chunk. A chunk size not
     used as given, and a sizeable share of diverged trajectories, are DlsweepWarnings."""
-    sweep, folder, program, flat, task = _prepared(spec, out, overrides, chunk_size, max_chunks, overwrite, shard)
+    sweep, folder, program, flat, task = _prepared(spec, out, overrides, chunk_size, max_chunks, overwrite, shard, model)
     group = chunk_group(sweep, program)
     if say is not None:
         n_chunks = len(grid.chunks(flat.size, chunk_size or engine.max_chunk(), group))
@@ -288,7 +306,7 @@ def _baselines(sweep: Sweep, program: engine.Program, task: dict):
     the seed's data as the program draws it; None without `compare`."""
     if not sweep.compare:
         return None
-    baseline = models.FAMILIES[sweep.model].baseline(sweep.task)
+    baseline = sweep.family.baseline(sweep.task)
     fitted: dict[int, object] = {}
 
     def columns(runs: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -354,7 +372,7 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
     if not 0 < rtol < 1:
         raise incremental.ThresholdError(f"rtol={rtol!r}: expected a number in (0, 1)")
     sweep = spec_module.load(_spec_file(folder))
-    sigma_star = models.FAMILIES[sweep.model].targets(sweep.task)
+    sigma_star = sweep.family.targets(sweep.task)
     if "sigma0" not in sweep.axes or sigma_star is None:
         raise incremental.ThresholdError(f"{folder}: thresholds need a sigma0 axis and targets sigma_star")
     incremental.check_levels(s, f, sweep.record.levels)
@@ -391,7 +409,7 @@ def _with_theory(table: pd.DataFrame, sweep: Sweep, cells: list[str], sigma_star
     optimizer but plain gradient descent (the theory is of GD and gradient flow)."""
     if sweep.optimizer.name != "sgd":
         return table
-    family = models.FAMILIES[sweep.model]
+    family = sweep.family
     toy_lr = np.array([family.toy_lr(sweep.task, cell) for cell in table[cells].to_dict("records")], dtype=float)
     if "depth" not in table or np.isnan(toy_lr).all():
         return table
@@ -586,7 +604,7 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     if out is not None and Path(out).suffix.lower() not in FIGURE_SUFFIXES:
         raise plot.PlotError(f"out={str(out)!r}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
     sweep = spec_module.load(_spec_file(folder))
-    sigma_star = models.FAMILIES[sweep.model].targets(sweep.task)
+    sigma_star = sweep.family.targets(sweep.task)
     _check_at(sweep, at)
     runs = _only(load(folder), at)
     column_heatmap = kind == "heatmap" and color is not None and color in runs.columns and color not in sweep.axes
@@ -610,7 +628,7 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         chosen, heading = figure_slice(chosen, sweep, (rows, cols), title, folder)
         traj = load_trajectories(folder)
         figure = plot.trajectories(traj[traj.run_id.isin(chosen.run_id)], chosen, sigma_star, rows=rows,
-                                   cols=cols, s=s, f=f, pair=pair, ylabel=models.FAMILIES[sweep.model].observed,
+                                   cols=cols, s=s, f=f, pair=pair, ylabel=sweep.family.observed,
                                    title=heading)
     elif kind == "correlation":
         if "correlation" not in runs or "depth" not in runs:

@@ -40,6 +40,7 @@ import optax
 from flax import struct
 
 from dlsweep import optimizers
+from dlsweep.model import hook
 from dlsweep.models import INTEGER_HPS
 
 STEP_DTYPE = jnp.int32
@@ -228,7 +229,7 @@ def _update_hits(program: Program, hit, params, hp, task, step):
 
 def _selected(program: Program, params, hp, task):
     """The model's `selected` (features counted as chosen now, bool (n,)), or none ((0,))."""
-    selected = getattr(program.model, "selected", None)
+    selected = hook(program.model, "selected")
     return jnp.zeros((0,), bool) if selected is None else selected(params, hp, task)
 
 
@@ -270,7 +271,7 @@ def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, 
     in between (`_anchored_peak`)."""
     peak = jnp.full(state.hit.shape[:1], -jnp.inf, state.loss0.dtype)
     inverse_target = 1.0 / task["sigma_star"].astype(peak.dtype) if program.levels else None
-    anchored = program.levels and getattr(program.model, "drift_from", None) is not None
+    anchored = program.levels and hook(program.model, "drift_from") is not None
 
     def step(i, carry, bound=None):
         params, opt_state, chosen, peak = carry
@@ -437,7 +438,7 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
     exact = jax.vmap(functools.partial(_steps_with_hits, program),
                      (0, hp_axes, _row_axes(task_axes), start_axis, None))
     check = rows_map(functools.partial(settle, program), (0, 0, 0, 0, 0, hp_axes, task_axes, start_axis), period)
-    if program.levels and batch == 1 and getattr(program.model, "drift_from", None) is None:
+    if program.levels and batch == 1 and hook(program.model, "drift_from") is None:
         params, opt_state, hit, chosen = _specialized(lambda h: exact(state, h, task, start, n), hps, specialized)
         return check(state, params, opt_state, hit, chosen, hps, task, start + n), jnp.asarray(n, EXECUTED_DTYPE)
     fast = rows_map(functools.partial(_steps_with_peak, program), (0, hp_axes, task_axes, start_axis, None), period)
@@ -609,7 +610,7 @@ def chunk_task(program: Program, root_key, hps, hp_axes, task, period: int | Non
     (marked `PER_SEED`) when the chunk is whole cycles of `period` seeds (`rows_map`); else once
     per trajectory (axis 0)."""
     axes = {name: None for name in task}
-    draw = getattr(program.model, "draw", None)
+    draw = hook(program.model, "draw")
     if draw is None:
         return task, axes
     seed = hps.get("seed", np.int32(0))
@@ -668,7 +669,7 @@ def run_chunk(program: Program, root_key, run_ids, live, hps, task, specialized=
         "chosen": state.chosen,
         "executed": executed,
     }
-    summarize = getattr(program.model, "summarize", None)
+    summarize = hook(program.model, "summarize")
     if summarize is not None:
         summary["scalars"] = rows_map(summarize, (0, hp_axes, task_axes), period)(state.params, hps, task)
     return summary, (loss, observed)
@@ -736,7 +737,7 @@ def seed_slots(model, axes: dict[str, np.ndarray]) -> tuple[int, ...] | None:
     model draws data and the seed axis is the last (fastest) of `grid.build`'s layout with
     several values."""
     seeds = axes.get("seed", ())
-    if getattr(model, "draw", None) is None or len(seeds) < 2 or list(axes)[-1] != "seed":
+    if hook(model, "draw") is None or len(seeds) < 2 or list(axes)[-1] != "seed":
         return None
     return tuple(int(s) for s in seeds)
 
@@ -902,7 +903,7 @@ def rough_bytes(program: Program, hp_names, task, seeds: int = 1) -> tuple[int, 
         return rows_map(functools.partial(init_state, program), (0, hp_axes, task_axes))(keys, hps, task)
 
     state = jax.eval_shape(initial, args[0], args[1], args[3], task)
-    draw = getattr(program.model, "draw", None)
+    draw = hook(program.model, "draw")
     drawn = 0 if draw is None else size(jax.eval_shape(lambda k: draw(k, task), args[0]))
     return size(task) + seeds * drawn, (1 + HOST_COPIES) * size(outputs) + STATE_COPIES * size(state)
 

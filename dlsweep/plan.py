@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from dlsweep import engine
+from dlsweep.model import hook
 from dlsweep.models import INTEGER_HPS
 
 # The flat grid (`grid.build`) holds one 8-byte value per trajectory and axis, and what reads a
@@ -88,10 +89,10 @@ class Columns:
         model = program.model
 
         def one(key, hp, task):
-            draw = getattr(model, "draw", None)
+            draw = hook(model, "draw")
             task = task if draw is None else task | draw(key, task)
             state = engine.init_state(program, key, hp, task)
-            summarize = getattr(model, "summarize", None)
+            summarize = hook(model, "summarize")
             summary = {} if summarize is None else summarize(state.params, hp, task)
             return state.hit, state.chosen, summary, engine.record(program, state, hp, task)
 

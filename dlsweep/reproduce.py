@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dlsweep import api, compare, models
+from dlsweep import api, compare
 from dlsweep.store import StoreError
 from dlsweep.warning import DlsweepWarning
 
@@ -222,7 +222,8 @@ REPRODUCTIONS = {r.name: r for r in (
         {"pairs": "adjacent", "method": "grid", "s": 0.05, "f": 0.95},
         ({"kind": "thresholds", "x": "depth", "color": "momentum"},
          {"kind": "thresholds", "x": "depth", "color": "momentum", "at": {"lr": 0.01}},
-         {"kind": "heatmap", "x": "sigma0", "y": "momentum", "at": {"depth": 4}})),
+         {"kind": "heatmap", "x": "sigma0", "y": "momentum", "at": {"depth": 4}}),
+        quick_seconds=4.5),
     Reproduction(
         "azulay-fig7-1", "Azulay et al. 2021, Figure 7.1 (section 9)",
         "two-layer diagonal networks on 5-sparse regression: population error against the init scale, one "
@@ -305,7 +306,7 @@ def _missing_baseline(name: str, overrides: list[str]) -> str | None:
     """The package that the comparison of the reproduction's sweep needs (`compare = true`) and
     that is not installed, or None."""
     sweep = api.spec_module.load(spec_path(name), overrides)
-    baseline = models.FAMILIES[sweep.model].baseline(sweep.task) if sweep.compare else None
+    baseline = sweep.family.baseline(sweep.task) if sweep.compare else None
     if baseline is None or compare.available(baseline.requires):
         return None
     return {"sklearn": "scikit-learn"}.get(baseline.requires, baseline.requires)

@@ -19,6 +19,9 @@ from typing import Any
 import numpy as np
 
 from dlsweep import models, optimizers
+from dlsweep.errors import SpecError
+from dlsweep.model import hook
+from dlsweep.models import user
 from dlsweep.models.layers import SHAPE_RANGE
 from dlsweep.plan import grid_too_large
 from dlsweep.store import level_name
@@ -29,12 +32,9 @@ SCHEDULES = ("log", "linear")
 MAX_RECORD_POINTS = 1000
 MAX_STEPS = 2**31 - 2
 MAX_DEPTH = 1024           # depth is unrolled as masked multiplies up to the grid's largest depth
+POSITIVE_AXES = ("sigma0", "lr")      # float axes > 0, not below the dtype's smallest normal number
 INT_AXIS_RANGE = {"depth": (1, MAX_DEPTH), "sparsity": (1, 2**31 - 1), "seed": (0, 2**31 - 1)}
 TOP_LEVEL_KEYS = ("name", "model", "steps", "dtype", "seed", "task", "axes", "record", "stop", "compare", "optimizer")
-
-
-class SpecError(ValueError):
-    """A sweep specification that cannot be run; the message names file, key and expectation."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,20 +81,22 @@ class Sweep:
     stop: Stop
     compare: bool = False      # the model's baseline on each seed's data, as runs columns (dlsweep.compare)
     optimizer: optimizers.Optimizer = optimizers.Optimizer()
+    family: models.Family | None = dataclasses.field(default=None, compare=False, repr=False)   # of `model`
     source: str = dataclasses.field(default="<memory>", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved spec as plain TOML-able values (what `sweep.toml` holds): the task's keys
         that a spec may give (what validation derives from them, e.g. targets, is derived again
         when the file is loaded). The optimizer's table only when it is not plain `sgd`, so a
-        gradient-descent sweep keeps the hash it had before optimizers could be chosen."""
-        from dlsweep.models import FAMILIES
-
-        given = FAMILIES[self.model].task_keys
+        gradient-descent sweep keeps the hash it had before optimizers could be chosen. A model
+        from the user's file as its `[model]` table (`models.user.Reference.to_dict`: the file's
+        name and sha256, so an edited model is a different sweep)."""
+        given = self.family.task_keys
         optimizer = {} if self.optimizer == optimizers.Optimizer() else {"optimizer": self.optimizer.to_dict()}
+        reference = self.family.reference
         return {
             "name": self.name,
-            "model": self.model,
+            "model": reference.to_dict() if reference is not None else self.model,
             "steps": self.steps,
             "dtype": self.dtype,
             "seed": self.seed,
@@ -117,6 +119,12 @@ class Sweep:
 
     def to_toml(self) -> str:
         return dumps_toml(self.to_dict())
+
+    def folder_files(self) -> dict[str, bytes]:
+        """Files a run folder keeps beside `sweep.toml` for its spec to load there: a user's
+        model file, under its own name."""
+        reference = self.family.reference
+        return {} if reference is None else {reference.path.name: reference.source}
 
 
 def _plain(value: Any) -> Any:
@@ -141,8 +149,9 @@ def check_counts(counts: Mapping[str, Any]) -> None:
             raise SpecError(f"{name}={value!r}: expected an integer >= 1")
 
 
-def load(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
-    """Read a TOML sweep file, apply `KEY=VALUE` overrides, validate and resolve it."""
+def load(path: str | Path, overrides: Sequence[str] = (), model: Any = None) -> Sweep:
+    """Read a TOML sweep file, apply `KEY=VALUE` overrides, validate and resolve it; `model`, a
+    model object, replaces the file's `model` (`resolve`)."""
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"{path}: no such spec file")
@@ -153,7 +162,7 @@ def load(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
     except tomllib.TOMLDecodeError as err:
         raise SpecError(f"{path}: not valid TOML: {err}") from None
     overridden = apply_overrides(raw, overrides, path)
-    return resolve(raw, source=str(path), overridden=overridden)
+    return resolve(raw, source=str(path), overridden=overridden, model=model)
 
 
 def apply_overrides(raw: dict, overrides: Sequence[str], path: Path | str) -> dict[str, str]:
@@ -193,10 +202,15 @@ class _Where:
         return SpecError(f"{self.source}: key '{key}'{origin}: {message}")
 
 
-def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: Mapping[str, str] | None = None) -> Sweep:
+def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: Mapping[str, str] | None = None,
+            model: Any = None) -> Sweep:
     """Validate a raw spec mapping and fill in defaults; `overridden`: key -> the override that
-    set it (`apply_overrides`), named in errors about that key."""
+    set it (`apply_overrides`), named in errors about that key. `model`, a model object (an
+    instance of a class defined at the top level of a .py file), replaces the spec's `model`: it
+    is rebuilt from its file and fields (`models.user.table_of`), like a model the spec names."""
     where = _Where(source, overridden or {})
+    if model is not None:
+        raw = {**raw, "model": user.table_of(model, where.error)}
     _reject_unknown(raw, TOP_LEVEL_KEYS, "", where)
 
     name = _required(raw, "name", where)
@@ -204,10 +218,15 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: Mappin
             or not name.isprintable()):
         raise where.error("name", f"expected a non-blank folder name of printable characters, without '/' "
                                   f"and not starting with '.', got {name!r}")
-    model_name = _required(raw, "model", where)
-    if not isinstance(model_name, str) or model_name not in models.FAMILIES:
-        raise where.error("model", f"unknown model {model_name!r}; known: {', '.join(models.FAMILIES)}")
-    family = models.FAMILIES[model_name]
+    model = _required(raw, "model", where)
+    if user.is_reference(model):
+        family = _user_family(model, raw, where)
+    elif isinstance(model, str) and model in models.FAMILIES:
+        family = models.FAMILIES[model]
+    else:
+        raise where.error("model", f"unknown model {model!r}; known: {', '.join(models.FAMILIES)}, or a model of your "
+                                   f'own, "FILE.py:Class"')
+    model_name = family.name
 
     steps = _integer(raw.get("steps", None), "steps", where, minimum=1, required=True)
     if steps > MAX_STEPS:
@@ -219,7 +238,7 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: Mappin
     if seed > INT_AXIS_RANGE["seed"][1]:
         raise where.error("seed", f"expected an integer in [0, {INT_AXIS_RANGE['seed'][1]}], got {seed}")
 
-    task = _table(raw, "task", where)
+    task = _table(raw, "task", where, required=family.reference is None)
     task = family.validate_task(task, lambda key, msg: where.error(f"task.{key}", msg))
 
     axes_raw = _table(raw, "axes", where)
@@ -244,7 +263,18 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: Mappin
         raise where.error("compare", f"expected true or false, got {compare!r}")
     if compare and family.baseline(task) is None:
         raise where.error("compare", f"model {model_name!r} with this task has no baseline to compare with")
-    return Sweep(name, model_name, steps, dtype, seed, task, axes, record, stop, compare, optimizer, source=source)
+    return Sweep(name, model_name, steps, dtype, seed, task, axes, record, stop, compare, optimizer, family, source=source)
+
+
+def _user_family(model: str | dict, raw: Mapping[str, Any], where: _Where) -> models.Family:
+    """The family of a model from the user's file, the path relative to the spec file's folder
+    (the working directory for a spec given as a mapping)."""
+    base = Path(where.source).parent if where.source != "<memory>" else Path.cwd()
+    reference = user.resolve(model, base, where.error)
+    instance = user.instantiate(reference, where.error)
+    task, axes = raw.get("task", {}), raw.get("axes", {})
+    return models.user_family(reference, instance, list(task) if isinstance(task, dict) else [],
+                              list(axes) if isinstance(axes, dict) else [])
 
 
 def warn_if_seeds_identical(sweep: Sweep, model: Any, task: Mapping[str, Any]) -> None:
@@ -260,7 +290,7 @@ def warn_if_seeds_identical(sweep: Sweep, model: Any, task: Mapping[str, Any]) -
         return
     hp = {axis: np.asarray(values[0], np.int32 if axis in models.INTEGER_HPS else sweep.dtype)
           for axis, values in sweep.axes.items()}
-    draw = getattr(model, "draw", None)
+    draw = hook(model, "draw")
 
     def drawn_and_init(key):
         drawn = draw(key, task) if draw is not None else {}
@@ -445,6 +475,8 @@ def _check_axis(axis: str, values: np.ndarray, key: str, dtype: str, where: _Whe
             raise where.error(key, f"expected shapes in ({low:g}, {high:g}) (0: balanced layers; models/layers.py), "
                                    f"got {float(values[(values <= low) | (values >= high)][0])!r}")
         return values
+    if axis not in POSITIVE_AXES:
+        return values                      # a user's model's own axis: any finite numbers
     if (values <= 0).any():
         raise where.error(key, f"expected {axis} > 0, got {float(values[values <= 0][0])!r}")
     info = np.finfo(dtype)

@@ -336,6 +336,8 @@ def start(folder: Path, sweep: Sweep, manifest: dict, shard: tuple[int, int] | N
     elif not write_file(folder / MANIFEST, _json_bytes(in_force), exclusive=True):
         in_force = read_manifest(folder)
     write_file(folder / SPEC_FILE, sweep.to_toml().encode())
+    for name, content in sweep.folder_files().items():
+        write_file(folder / name, content)
     for sub in (RUNS, TRAJECTORIES, CHUNKS):
         (folder / sub).mkdir(exist_ok=True)
     if shard is not None:

@@ -151,10 +151,11 @@ def test_missing_file_and_invalid_toml(tmp_path):
     assert str(info.value).startswith(f"{bad}: not valid TOML"), info.value
 
 
-@pytest.mark.parametrize("model", [["toy"], {"kind": "toy"}])
-def test_model_of_wrong_type_is_a_spec_error(write_spec, model):
+@pytest.mark.parametrize("model, key", [(["toy"], "model"), ({"kind": "toy"}, "model.class")])
+def test_model_of_wrong_type_is_a_spec_error(write_spec, model, key):
+    """A list is no model; a [model] table is a model of the user's own and needs its `class`."""
     path = write_spec({"model": model})
-    with pytest.raises(SpecError, match=r"key 'model'"):
+    with pytest.raises(SpecError, match=rf"key '{key}'"):
         spec.load(path)
 
 
@@ -373,6 +374,8 @@ def test_spec_hash_is_canonical():
 def _assert_round_trip(sweep: spec.Sweep, tmp_path: Path) -> None:
     path = tmp_path / "sweep.toml"
     path.write_text(sweep.to_toml())
+    for name, content in sweep.folder_files().items():       # as a run folder keeps them
+        (tmp_path / name).write_bytes(content)
     again = spec.load(path)
     assert again.to_dict() == sweep.to_dict()
     assert again.spec_hash() == sweep.spec_hash()
@@ -388,7 +391,7 @@ def test_resolved_spec_round_trips_through_toml(tmp_path):
 
 
 def test_every_bundled_sweep_round_trips_through_toml(tmp_path):
-    """Each bundled sweep of every model family (sweeps/*.toml) resolves, is written as its run
+    """Each bundled sweep of every model family (sweeps/*.toml, the user-model example too) resolves, is written as its run
     folder's sweep.toml and loads again to the same resolved sweep: the task's derived entries
     (targets, sizes) are left out of the file and derived again, so a run folder of any family can
     be plotted and analysed later."""
@@ -399,7 +402,7 @@ def test_every_bundled_sweep_round_trips_through_toml(tmp_path):
         families.add(sweep.model)
         _assert_round_trip(sweep, tmp_path)
         assert spec.load(tmp_path / "sweep.toml").task == sweep.task
-    assert families == set(models.FAMILIES)
+    assert families == set(models.FAMILIES) | {"two_factor.py:TwoFactor"}     # and the example of a model of one's own
 
 
 def _distinct_in_float32(table: dict) -> bool:

@@ -1,39 +1,20 @@
-"""Model families. A model is a frozen, hashable dataclass of static configuration (its fields are
-the compile key) with three pure functions over one trajectory:
-
-    init(key, hp, task)        -> params
-    loss(params, hp, task)     -> scalar
-    observe(params, hp, task)  -> {"sigma": (k,), ...}   the values whose learning order is studied,
-                                                     and any further named scalars or vectors, all
-                                                     recorded (trajectories columns)
-
-and four optional ones:
-
-    draw(key, task)            -> dict of arrays     random data of one value of the `seed` axis
-                                                     (measurements, a dataset), merged into task
-    summarize(params, hp, task) -> {name: array}     columns of the runs table, of the final state
-                                                     (a vector: a list column)
-    selected(params, hp, task) -> bool (n,)          features counted as chosen now; the engine
-                                                     keeps the step each was first chosen, and the
-                                                     runs table the order (`selected`)
-    drift_from(anchor, hp, task) -> (params -> scalar)   a bound on how far any sigma_i can be from
-                                                     its value at `anchor` (then sigma is observed
-                                                     only every few steps between exact checks)
-
-`hp` holds the per-trajectory scalars of the grid (depth, sigma0, lr, seed, ...); `task` holds the
-data shared by the whole sweep and, where the observed values have targets, `sigma_star` (k,)
-(hitting levels are fractions of them). The engine batches trajectories with `jax.vmap`; nothing
-here knows about batches.
+"""Model families: the registry of the built-in ones (`FAMILIES`), each a module of this package
+behind the model contract (`dlsweep.model`: init, loss, observe and the optional hooks), and the
+family of a model from the user's own file (`user_family`, `models.user`). A built-in model is a
+frozen, hashable dataclass of static configuration (its fields are the compile key).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from dlsweep import compare, tasks
-from dlsweep.models import conv, diagonal, diagonal_net, linear_net, matrix_sensing, neuron, quadratic, toy
+from dlsweep.errors import SpecError
+from dlsweep.models import conv, diagonal, diagonal_net, linear_net, matrix_sensing, neuron, quadratic, toy, user
 
 INTEGER_HPS = ("depth", "sparsity", "seed")     # per-trajectory values passed as int32; every other axis in the sweep's float dtype
 
@@ -60,6 +41,30 @@ class Family:
     toy_lr: Callable[[dict, Mapping[str, float]], float | None] = lambda task, cell: None   # validated
     # [task] and one cell's axis values -> the toy model's step whose GD this one equals (so Gissin's
     # theory applies to its thresholds), or None
+    reference: user.Reference | None = None       # a model from the user's file (`models.user`)
+
+
+def user_family(reference: user.Reference, instance: Any, task_keys: Sequence[str], axes: Sequence[str]) -> Family:
+    """The family of a model from the user's file: it sweeps `lr` and whichever other axes the
+    spec gives, takes any `[task]` values as arrays (`user.task_values`), has targets where the
+    task gives `sigma_star`, and no baseline or theory."""
+    model = user.UserModel(reference, instance)
+    summary = next(iter((type(instance).__doc__ or "").strip().splitlines()), "")
+
+    def build(sweep):
+        hp = {axis: np.asarray(values[0], np.int32 if axis in INTEGER_HPS else sweep.dtype)
+              for axis, values in sweep.axes.items()}
+        error = lambda key, message: SpecError(f"{sweep.source}: key '{key}': {message}")  # noqa: E731
+        user.check_contract(model, hp, user.task_arrays(sweep.task, sweep.dtype), sweep.task.get("sigma_star"), error)
+        return model
+
+    return Family(
+        name=reference.label, summary=summary or f"{reference.class_name} from {reference.path}",
+        axes=("lr",), task_keys=dict.fromkeys(task_keys, "a value of the model's task"),
+        validate_task=user.task_values, build=build,
+        make_task=lambda sweep: user.task_arrays(sweep.task, sweep.dtype),
+        observed=getattr(instance, "observed", user.OBSERVED),
+        optional_axes=tuple(a for a in axes if a not in ("lr", "seed")), reference=reference)
 
 
 SPARSE_REGRESSION_KEYS = {
