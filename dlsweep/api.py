@@ -15,6 +15,7 @@ import pandas as pd
 from dlsweep import compare, engine, grid, models, progress, store
 from dlsweep import spec as spec_module
 from dlsweep.analysis import incremental
+from dlsweep.figures import FIGURE_SUFFIXES, NEEDS_TARGETS, PLOT_KINDS
 from dlsweep.models import linear_net
 from dlsweep.plan import Columns, Disk, Outcome, Plan, chunk_size_notes, grid_too_large, size_line
 from dlsweep.spec import Sweep
@@ -510,12 +511,8 @@ def _second_decided_above(table: pd.DataFrame, decided: pd.DataFrame, keys: list
     return np.array(above.reindex(table.index).fillna(table.bracket_hi), dtype=float)
 
 
-PLOT_KINDS = ("heatmap", "trajectories", "thresholds", "lr", "correlation", "agreement", "observables", "pcs",
-              "pc_rates", "pc_curves", "summary")
 PC_CURVES = (0, 1, 3, 7, 15, 31)     # the principal directions a pc_curves figure shows (0-based)
-NEEDS_TARGETS = ("heatmap", "thresholds", "lr")          # figures of hitting times (the others draw any run)
 OBSERVABLES = ("nuclear_norm", "reconstruction_error")     # the default panels of an observables figure
-FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 
 
 RATE_WINDOW = 0.1      # pc_rates fits ln distance while it is above this fraction of its largest value
@@ -685,9 +682,10 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
             _axis_of(sweep, across)
         frame, heading = figure_slice(frame, sweep, ("sigma0" if across == "c" else across, hue), title, folder)
         levels, curve = {}, None
-        if sweep.model == "diagonal_net" and column in THEORY_QUANTITIES and sweep.task["form"] == "signed":
-            cs = np.geomspace(frame.c.min(), frame.c.max(), 49) if across == "c" else np.zeros(0)
-            values, rich, kernel = _theory_of_c(sweep, column, cs)
+        cs = np.geomspace(frame.c.min(), frame.c.max(), 49) if across == "c" else np.zeros(0)
+        theory_of_c = _theory_of_c(sweep, column, cs)
+        if theory_of_c is not None:
+            values, rich, kernel = theory_of_c
             levels = {"min-l1 interpolator": rich, "min-l2 interpolator": kernel}
             curve = (cs, values, r"theory: argmin $Q_c$ (Theorem 1)") if across == "c" else None
         figure = plot.summary_lines(frame, across, column, hue, levels, curve, title=heading)
@@ -697,10 +695,8 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
         _numeric_column(runs, color, sweep, "color")
         frame, heading = figure_slice(runs[~runs.diverged], sweep, (x, y), title, folder,
                                       seeds="mean over {} seeds")
-        closed_form = (sweep.model == "diagonal_net" and (x, y) == ("sigma0", "shape") and sweep.task["form"] == "signed"
-                       and (frame.depth == 2).all())
-        boundary = (_q_boundary(sweep, frame["shape"].abs().max(), color)
-                    if closed_form and color in THEORY_QUANTITIES else None)
+        depth_two = (x, y) == ("sigma0", "shape") and "depth" in frame and (frame.depth == 2).all()
+        boundary = _q_boundary(sweep, frame["shape"].abs().max(), color) if depth_two else None
         figure = plot.heatmap(frame.groupby([x, y], as_index=False)[color].mean(), x, y, color, title=heading,
                               boundary=boundary)
         name = f"heatmap-{x}-{y}-{color}{at_name}"
@@ -889,37 +885,31 @@ def _with_c(runs: pd.DataFrame, folder: Path) -> pd.DataFrame:
 
 
 BOUNDARY_C = np.geomspace(1e-10, 1e6, 49)      # where _q_boundary looks for c*
-THEORY_QUANTITIES = ("population_error", "l1_l2_position")       # of argmin Q_c: _theory_of_c
 
 
-def _theory_of_c(sweep: Sweep, column: str, cs) -> tuple[np.ndarray, float, float]:
-    """Azulay's Theorem 1 on the sweep's data (diagonal_net, depth 2, signed): `column`
-    (THEORY_QUANTITIES) of argmin Q_c for each c in `cs`, and its values at the min-l1 and the
-    min-l2 interpolator (the rich and the kernel limit), each averaged over the seeds' data."""
-    from dlsweep.analysis import theory
-
+def _theory_of_c(sweep: Sweep, column: str, cs) -> tuple[np.ndarray, float, float] | None:
+    """The family's theory of the runs column `column` against c (`Family.theory_of_c`: its
+    values at `cs`, at the min-l1 and at the min-l2 interpolator) on the sweep's data, each seed's
+    drawn as the run draws it, with its interpolators; None where the family has none."""
+    curves = sweep.family.theory_of_c(sweep.task, column)
+    if curves is None:
+        return None
     program, _, task = compile_inputs(sweep)
-    beta_star = np.asarray(program.model.beta_star(), np.float64)
-    curves = []
-    for seed in np.asarray(sweep.axes.get("seed", [0])):
-        fitted = compare.fit_interpolators(engine.draw_task(program, task, int(seed), sweep.seed))
-        x, y, l1, l2 = fitted["x"], fitted["y"], fitted["l1"], fitted["l2"]
-        points = np.concatenate([theory.azulay_q_minimizer(x, y, np.asarray(cs)[:, None] * np.ones(x.shape[1])), [l1, l2]])
-        if column == "population_error":
-            curves.append(np.sum((points - beta_star) ** 2, axis=1) + program.model.noise**2)
-        else:
-            to_l1, to_l2 = np.linalg.norm(points - l1, axis=1), np.linalg.norm(points - l2, axis=1)
-            curves.append(to_l1 / (to_l1 + to_l2))
-    *values, rich, kernel = np.mean(curves, axis=0)
-    return np.asarray(values), float(rich), float(kernel)
+    seeds = [compare.fit_interpolators(engine.draw_task(program, task, int(seed), sweep.seed))
+             for seed in np.asarray(sweep.axes.get("seed", [0]))]
+    return curves(program.model, seeds, cs)
 
 
-def _q_boundary(sweep: Sweep, max_shape: float, column: str) -> tuple[np.ndarray, np.ndarray, str]:
+def _q_boundary(sweep: Sweep, max_shape: float, column: str) -> tuple[np.ndarray, np.ndarray, str] | None:
     """Azulay's regime boundary on the (sigma0, shape) plane for a heatmap of `column`, from the
-    theory alone (`_theory_of_c` over BOUNDARY_C): c* where argmin Q_c's `column` is halfway between
+    theory alone (`_theory_of_c` over BOUNDARY_C): c* where the theory's `column` is halfway between
     its rich and kernel limits (interpolated in ln c), drawn as the curve sigma0 = c* (1 - s^2) /
-    (2 (1 + s^2)) for s in [0, max_shape]. Returns (sigma0s, shapes, label)."""
-    values, rich, kernel = _theory_of_c(sweep, column, BOUNDARY_C)
+    (2 (1 + s^2)) for s in [0, max_shape]. Returns (sigma0s, shapes, label), or None where the
+    family has no theory of the column."""
+    theory_of_c = _theory_of_c(sweep, column, BOUNDARY_C)
+    if theory_of_c is None:
+        return None
+    values, rich, kernel = theory_of_c
     progress = np.maximum.accumulate((values - rich) / (kernel - rich))      # rich limit 0 .. kernel's 1
     c_star = float(np.exp(np.interp(0.5, progress, np.log(BOUNDARY_C))))
     shapes = np.linspace(0.0, max_shape, 200)

@@ -19,19 +19,14 @@ import textwrap
 import warnings
 
 from dlsweep import __version__, interrupt
+from dlsweep.errors import PlotError, SpecError, StoreError, ThresholdError
+from dlsweep.figures import PLOT_KINDS
+from dlsweep.warning import DlsweepWarning
 
 INTERRUPTED = "dlsweep: interrupted"
 RESUMABLE = ("run", "reproduce")          # verbs whose interrupted work the next call resumes
-
-with interrupt.exits_at_once(INTERRUPTED):        # JAX takes seconds to import: Ctrl-C then exits cleanly too
-    import pandas as pd
-
-    from dlsweep import api
-    from dlsweep.analysis.incremental import ThresholdError
-    from dlsweep.plot import PlotError
-    from dlsweep.spec import SpecError
-    from dlsweep.store import StoreError
-    from dlsweep.warning import DlsweepWarning
+# The library (JAX, pandas, matplotlib) is imported by the verb that needs it, inside `main`'s
+# Ctrl-C handling: `dlsweep --help` and a mistyped command answer at once.
 
 DESCRIPTION = ("Sweeps of gradient-descent trajectories in deep linear models, each grid run as one compiled JAX "
                "program into a Parquet dataset; thresholds of incremental learning, figures and reproductions "
@@ -118,8 +113,8 @@ def _parser() -> argparse.ArgumentParser:
               "held fixed (the axes not drawn, steps, dtype; s and f where they matter), and a figure of a "
               "partial run says so.")
     pl.add_argument("folder", help="a run folder")
-    pl.add_argument("--kind", choices=api.PLOT_KINDS, default="heatmap", metavar="KIND",
-                    help=f"one of {', '.join(api.PLOT_KINDS)} (default heatmap: the phase diagram over sigma0 x "
+    pl.add_argument("--kind", choices=PLOT_KINDS, default="heatmap", metavar="KIND",
+                    help=f"one of {', '.join(PLOT_KINDS)} (default heatmap: the phase diagram over sigma0 x "
                          "depth); help(dlsweep.api.plot_run) describes each")
     pl.add_argument("--x", help="heatmap x axis (default sigma0; --x r --y depth maps the thresholds); "
                                 "trajectories: the axis across panel columns (default depth)")
@@ -151,6 +146,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args) -> int:
+    from dlsweep import api
+
     if args.dry_run:
         plan = api.plan_run(args.spec, out=args.out, overrides=args.overrides, chunk_size=args.chunk_size,
                             overwrite=args.overwrite, max_chunks=args.max_chunks, shard=args.shard)
@@ -215,6 +212,10 @@ THRESHOLD_COLUMNS = ["i", "j", "r", "toy_lr", "sigma0_th", "gf_exact", "rel_erro
 
 
 def _thresholds(args) -> int:
+    import pandas as pd
+
+    from dlsweep import api
+
     table = api.thresholds(args.folder, s=args.s, f=args.f, pairs=args.pairs, method=args.method, rtol=args.rtol,
                            out=args.out)
     cells = table.attrs["cells"]
@@ -255,6 +256,10 @@ TABLE_SUFFIXES = (".csv", ".parquet")
 
 
 def _pcs(args) -> int:
+    import pandas as pd
+
+    from dlsweep import api
+
     if args.out and not args.out.lower().endswith(TABLE_SUFFIXES):
         raise StoreError(f"-o {args.out}: expected a file ending in {' or '.join(TABLE_SUFFIXES)}")
     table = api.pc_rates(args.folder) if args.rates else api.pc_spread(args.folder)
@@ -275,7 +280,7 @@ def _pcs(args) -> int:
 
 
 def _submit(args) -> int:
-    from dlsweep import submit
+    from dlsweep import api, submit
 
     done = submit.submit(args.spec, args.shards, executor=args.executor, out=args.out, overrides=args.overrides,
                          partition=args.partition, gpus_per_task=args.gpus_per_task, cpus_per_task=args.cpus_per_task,
@@ -289,6 +294,8 @@ def _submit(args) -> int:
 
 
 def _plot(args) -> int:
+    from dlsweep import api
+
     pair = args.pair[0] if isinstance(args.pair, list) else None
     if args.pair is not None and (not isinstance(args.pair, list) or len(args.pair) != 1):
         raise PlotError(f"--pair: expected one pair like 0-1, got {args.pair!r}")
@@ -315,6 +322,8 @@ def _reproduce(args) -> int:
 
 
 def _show(args) -> int:
+    from dlsweep import api
+
     summary = api.show(args.folder)
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -330,6 +339,8 @@ def _show(args) -> int:
 
 
 def _models(args) -> int:
+    from dlsweep import api
+
     for row in api.list_models().itertuples():
         print(f"{row.model}\n  {row.summary}\n  axes: {row.axes}\n  task: {row.task}")
     return 0

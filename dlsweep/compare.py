@@ -83,29 +83,21 @@ def agreement(first: np.ndarray, second: np.ndarray) -> float:
     return len(np.intersect1d(first, second)) / smaller if smaller else float("nan")
 
 
-def omp_agreement(task: dict[str, np.ndarray], runs: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Per run of one seed: the agreement between the first s features OMP picks on (x, y = x w*)
-    and the first s the network selected (runs column `selected`), s = the number of nonzeros of
-    the run's w* (its `sparsity`, for a random w*)."""
-    from dlsweep.models import diagonal
+def omp(target: Callable[[dict, int], np.ndarray]) -> Baseline:
+    """Orthogonal matching pursuit against the features a network selected: per run of one seed,
+    the agreement between the first s features OMP picks on (x, y = x w*) and the first s the
+    network selected (runs column `selected`), s = the number of nonzeros of the run's w*
+    (`target(task, sparsity)` for a w* drawn per seed, else the task's `w_star`); x in float64,
+    once per seed."""
+    def columns(task: dict[str, np.ndarray], runs: pd.DataFrame) -> dict[str, np.ndarray]:
+        x, values = task["x"], []
+        for _, run in runs.iterrows():
+            w_star = np.asarray(target(task, run["sparsity"])) if "order" in task else task["w_star"]
+            s = int(np.count_nonzero(w_star))
+            values.append(agreement(omp_order(x, x @ w_star, s), np.asarray(run["selected"])[:s]))
+        return {"omp_agreement": np.asarray(values, np.float64)}
 
-    x, values = task["x"], []
-    for _, run in runs.iterrows():
-        w_star = np.asarray(diagonal.target(task, run["sparsity"])) if "order" in task else task["w_star"]
-        s = int(np.count_nonzero(w_star))
-        values.append(agreement(omp_order(x, x @ w_star, s), np.asarray(run["selected"])[:s]))
-    return {"omp_agreement": np.asarray(values, np.float64)}
-
-
-OMP = Baseline(lambda task: task | {"x": np.asarray(task["x"], np.float64)}, omp_agreement)   # x in float64, once per seed
-
-
-def diagonal_baseline(task: dict) -> Baseline | None:
-    """The diagonal network's comparator: the SVM for a classification loss, OMP for the squared
-    loss on data with the selection recorded (`select` > 0), else none."""
-    if task["loss"] != "squared":
-        return SVM
-    return OMP if task["select"] > 0 and task["examples"] > 0 else None
+    return Baseline(lambda task: task | {"x": np.asarray(task["x"], np.float64)}, columns)
 
 
 def fit_interpolators(task: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -40,8 +40,7 @@ import optax
 from flax import struct
 
 from dlsweep import optimizers
-from dlsweep.model import hook
-from dlsweep.models import INTEGER_HPS
+from dlsweep.model import INTEGER_HPS, hook
 
 STEP_DTYPE = jnp.int32
 EXECUTED_DTYPE = jnp.float32   # trajectory-steps computed by a chunk (a count past int32; a sum of exact block sizes)

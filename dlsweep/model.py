@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 HOOKS = ("draw", "summarize", "selected", "drift_from")
+INTEGER_HPS = ("depth", "sparsity", "seed")     # axes a model gets as int32; every other axis in the sweep's float dtype
 
 
 @runtime_checkable

@@ -19,8 +19,7 @@ import numpy as np
 import pandas as pd
 
 from dlsweep import engine
-from dlsweep.model import hook
-from dlsweep.models import INTEGER_HPS
+from dlsweep.model import INTEGER_HPS, hook
 
 # The flat grid (`grid.build`) holds one 8-byte value per trajectory and axis, and what reads a
 # whole run folder back (`store.load`: the outcome of a run, `show`) a few times more; nothing

@@ -1,6 +1,6 @@
 """Figures from DataFrames (never from files): trajectories, phase-diagram heatmaps, threshold
-curves against r, and the learning-rate map. Matplotlib with the Agg backend; colourblind-safe
-colours (Okabe-Ito for categories, viridis for quantities); cells with no data, undecided or
+curves against r, and the learning-rate map. Matplotlib figures made outside pyplot (no backend
+is chosen and no global state touched; Agg renders them when saved); colourblind-safe colours (Okabe-Ito for categories, viridis for quantities); cells with no data, undecided or
 diverged trajectories are drawn grey and hatched, never in a colour of the data scale.
 """
 
@@ -12,21 +12,18 @@ import textwrap
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import BoundaryNorm, ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
-from matplotlib.patches import Patch, Rectangle  # noqa: E402
-
-from dlsweep.analysis import incremental, theory  # noqa: E402
-from dlsweep.store import level_name  # noqa: E402
-
-class PlotError(ValueError):
-    """A figure that cannot be drawn as asked; the message names the option and what was expected."""
-
+from dlsweep.analysis import incremental, theory
+from dlsweep.errors import PlotError
+from dlsweep.store import level_name
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 MISSING = "#d9d9d9"
@@ -40,6 +37,15 @@ LABELS = {"sigma0": r"initialization scale $\sigma_0$", "depth": r"depth $N$", "
           "momentum": r"momentum $\beta$", "b1": r"Adam $\beta_1$", "b2": r"Adam $\beta_2$", "eps": r"Adam $\epsilon$"}
 LOG_AXES = {"sigma0", "lr", "r", "eps"}
 ROW_AXES = {"shape", "momentum", "b1", "b2"}         # heatmap rows of equal height, labelled by value (like integer axes)
+
+
+def _subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], layout: str | None = None,
+              **kwargs) -> tuple[Figure, object]:
+    """`plt.subplots` without pyplot: a Figure that no global registry holds, drawn by its own Agg
+    canvas (the backend the user chose is left alone)."""
+    figure = Figure(figsize=figsize, layout=layout)
+    FigureCanvasAgg(figure)
+    return figure, figure.subplots(nrows, ncols, **kwargs)
 
 
 def axis_label(name: str) -> str:
@@ -77,7 +83,7 @@ def _top_level_items(line: str) -> list[str]:
     return [*items, line[start:]]
 
 
-def heading(fig: plt.Figure, title: str, fontsize: float) -> None:
+def heading(fig: Figure, title: str, fontsize: float) -> None:
     """A figure's heading over all its panels, centred on the figure and wrapped to its width
     (an axes title is centred on the axes, which a y label shifts, and can run off the figure)."""
     fig.suptitle(wrapped(title, fig.get_figwidth() * HEADING_WIDTH, fontsize), fontsize=fontsize)
@@ -100,7 +106,7 @@ def _cell_edges(values: np.ndarray, log: bool) -> np.ndarray:
 def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str | None = "sigma0",
                  cols: str | None = "depth", s: float | None = 0.05, f: float | None = 0.95, pair=(0, 1),
                  time: str = "lr", xscale: str = "log", width: float = DOUBLE,
-                 ylabel: str = r"$\sigma_i(t)$", title: str | None = None) -> plt.Figure:
+                 ylabel: str = r"$\sigma_i(t)$", title: str | None = None) -> Figure:
     """sigma_i(t) for each value, one panel per (rows, cols) cell (the paper's Figure 2), under
     an optional `title`.
     Time is lr * step (`time="lr"`, so learning rates line up) or the step. Runs of one panel
@@ -110,8 +116,8 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
     data = traj.merge(runs, on="run_id")
     row_values = sorted(data[rows].unique()) if rows else [None]
     col_values = sorted(data[cols].unique()) if cols else [None]
-    fig, axes = plt.subplots(len(row_values), len(col_values), figsize=(width, 1.9 * len(row_values) + 0.6),
-                             sharex=True, sharey=True, squeeze=False, layout="constrained")
+    fig, axes = _subplots(len(row_values), len(col_values), figsize=(width, 1.9 * len(row_values) + 0.6),
+                          sharex=True, sharey=True, squeeze=False, layout="constrained")
     k = len([c for c in traj.columns if c.startswith("sigma_")])
     if sigma_star is None:
         pair = None
@@ -154,7 +160,7 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
     fig.supxlabel(r"time $t = \eta \cdot$ step" if time == "lr" else "GD step", fontsize=9)
     handles, labels = [sum(pairs, []) for pairs in zip(*(ax.get_legend_handles_labels() for ax in axes.flat))]
     if pair is not None:
-        handles += [plt.Line2D([], [], color="0.3", ls="--"), plt.Line2D([], [], color="0.3", ls="-.")]
+        handles += [Line2D([], [], color="0.3", ls="--"), Line2D([], [], color="0.3", ls="-.")]
         labels += [rf"$f\sigma^*$ = {f * sigma_star[pair[0]]:g} (f = {f:g})",
                    rf"$s\sigma^*$ = {s * sigma_star[pair[1]]:g} (s = {s:g})"]
     _legend_on_top(fig, handles, labels, data["seed"].nunique() if repeated else 1, title)
@@ -186,12 +192,12 @@ def _over_repetitions(runs_steps: pd.DataFrame, column: str) -> tuple[np.ndarray
 
 
 def correlation_by_depth(runs: pd.DataFrame, baseline: str | None = None, width: float = SINGLE * 1.4,
-                         title: str | None = None) -> plt.Figure:
+                         title: str | None = None) -> Figure:
     """The final predictor's correlation with the labelling vector against depth, one line per
     sigma0, mean +- one standard deviation over seeds (the left panels of Gissin et al.'s Figures
     6-7); a baseline column (e.g. `svm_correlation`, one value per seed) as a grey band; under an
     optional `title`."""
-    fig, ax = plt.subplots(figsize=(width, 2.6), layout="constrained")
+    fig, ax = _subplots(figsize=(width, 2.6), layout="constrained")
     for n, (sigma0, rows) in enumerate(sorted(runs.groupby("sigma0"), key=lambda item: -item[0])):
         stats = rows.groupby("depth")["correlation"].agg(["mean", "std"]).fillna(0.0)
         ax.errorbar(stats.index, stats["mean"], yerr=stats["std"], marker="o", ms=3, capsize=2, lw=1.2,
@@ -210,13 +216,13 @@ def correlation_by_depth(runs: pd.DataFrame, baseline: str | None = None, width:
     return fig
 
 
-def agreement_by_sparsity(runs: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> plt.Figure:
+def agreement_by_sparsity(runs: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
     """The agreement of the network's first s selected features with orthogonal matching
     pursuit's (`omp_agreement`) against the sparsity s, mean and +- one standard deviation over
     seeds as a band, one line per (depth, sigma0) (Gissin et al.'s Figure 3), under an optional
     `title`. Runs that selected no feature have no agreement and are left out (their count is in
     the legend)."""
-    fig, ax = plt.subplots(figsize=(width, 2.6), layout="constrained")
+    fig, ax = _subplots(figsize=(width, 2.6), layout="constrained")
     for n, ((depth, sigma0), rows) in enumerate(runs.groupby(["depth", "sigma0"])):
         stats = rows.groupby("sparsity")["omp_agreement"].agg(["mean", "std"]).fillna({"std": 0.0})
         color = OKABE_ITO[n % len(OKABE_ITO)]
@@ -244,13 +250,13 @@ OBSERVABLE_LABELS = {
 
 
 def observables(traj: pd.DataFrame, runs: pd.DataFrame, columns: list[str], hue: str = "depth",
-                time: str = "step", width: float = DOUBLE, title: str | None = None) -> plt.Figure:
+                time: str = "step", width: float = DOUBLE, title: str | None = None) -> Figure:
     """One panel per recorded quantity (e.g. `nuclear_norm`, `reconstruction_error`: Gidel et
     al.'s Figure 2) against the GD step or the time lr * step (log axes), one line per value of
     `hue` (its other axes' runs with the first value of each), mean +- one standard deviation over
     seeds as a band."""
     data = traj.merge(runs, on="run_id")
-    fig, axes = plt.subplots(1, len(columns), figsize=(width, 2.6), squeeze=False, layout="constrained")
+    fig, axes = _subplots(1, len(columns), figsize=(width, 2.6), squeeze=False, layout="constrained")
     for ax, column in zip(axes[0], columns):
         for n, (value, rows) in enumerate(sorted(data.groupby(hue), key=lambda item: item[0])):
             colour = OKABE_ITO[n % len(OKABE_ITO)]
@@ -268,7 +274,7 @@ def observables(traj: pd.DataFrame, runs: pd.DataFrame, columns: list[str], hue:
 
 
 def pc_profile(spread: pd.DataFrame, hue: str = "depth", shown: int = 5, width: float = DOUBLE,
-               title: str | None = None) -> plt.Figure:
+               title: str | None = None) -> Figure:
     """Hacohen & Weinshall's Figure 4 from an `api.pc_spread` table: the distance of W's
     coordinates along each principal direction j to the optimum's against j, at `shown` recorded
     steps (log-spaced, a sequential colour each): top row the mean over seeds, bottom row its
@@ -277,8 +283,8 @@ def pc_profile(spread: pd.DataFrame, hue: str = "depth", shown: int = 5, width: 
     recorded = np.sort(spread["step"].unique())
     picks = np.unique(np.searchsorted(recorded, np.geomspace(1, recorded[-1], shown - 1)).clip(0, len(recorded) - 1))
     steps = np.concatenate([[recorded[0]], recorded[picks]])
-    colours = plt.get_cmap("cividis")(np.linspace(0.0, 0.9, len(steps)))
-    fig, axes = plt.subplots(2, len(values), figsize=(width, 4.4), sharex=True, squeeze=False, layout="constrained")
+    colours = matplotlib.colormaps["cividis"](np.linspace(0.0, 0.9, len(steps)))
+    fig, axes = _subplots(2, len(values), figsize=(width, 4.4), sharex=True, squeeze=False, layout="constrained")
     for c_i, value in enumerate(values):
         rows = spread[spread[hue] == value]
         for step, colour in zip(steps, colours):
@@ -311,12 +317,12 @@ def _relative_curve(ax, traj: pd.DataFrame, column: str, colour, label: str) -> 
 
 
 def pc_curves(traj: pd.DataFrame, runs: pd.DataFrame, directions: list[int], predicted: dict[int, np.ndarray] | None = None,
-              width: float = SINGLE * 1.4, title: str | None = None) -> plt.Figure:
+              width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
     """Hacohen & Weinshall's Figure 2 (left): the distance to the optimum along a few principal
     directions j (`pc_distance_j`, relative to step 0) against the step, mean over seeds with a
     band of +- one standard deviation, one colour per direction; `predicted` (j -> the contraction
     |1 - lr N lambda_j|) adds eq. 10's lambda^s as a dashed line."""
-    fig, ax = plt.subplots(figsize=(width, 2.8), layout="constrained")
+    fig, ax = _subplots(figsize=(width, 2.8), layout="constrained")
     for n, j in enumerate(directions):
         colour = OKABE_ITO[n % len(OKABE_ITO)]
         step = _relative_curve(ax, traj, f"pc_distance_{j}", colour, f"$j$ = {j + 1}")
@@ -336,12 +342,12 @@ def pc_curves(traj: pd.DataFrame, runs: pd.DataFrame, directions: list[int], pre
     return fig
 
 
-def pc_rates(rates: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> plt.Figure:
+def pc_rates(rates: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
     """Measured per-PC convergence rates (`rate`, per step; mean over seeds, bars +- one std)
     against the principal direction j (by decreasing eigenvalue of Sigma_x), one colour per depth,
     with Hacohen & Weinshall's prediction -ln|1 - lr N lambda_j| (eq. 10, `predicted`) as a
     dashed line: falling with j on natural data, flat once whitened."""
-    fig, ax = plt.subplots(figsize=(width, 2.8), layout="constrained")
+    fig, ax = _subplots(figsize=(width, 2.8), layout="constrained")
     for n, (depth, rows) in enumerate(sorted(rates.groupby("depth"), key=lambda item: item[0])):
         colour = OKABE_ITO[n % len(OKABE_ITO)]
         rows = rows.sort_values("j")
@@ -360,12 +366,12 @@ def pc_rates(rates: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None
 
 
 def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], column: str,
-                   width: float = DOUBLE, title: str | None = None) -> plt.Figure:
+                   width: float = DOUBLE, title: str | None = None) -> Figure:
     """One recorded quantity relative to its initial value, q(t) / q(0), against the GD step for
     several sweeps of one reproduction (its variants): one panel per (panel title, lines), one line
     per (label, trajectories of its runs), mean +- one standard deviation over the runs (seeds) as
     a band; log axes."""
-    fig, axes = plt.subplots(1, len(panels), figsize=(width, 2.6), sharey=True, squeeze=False, layout="constrained")
+    fig, axes = _subplots(1, len(panels), figsize=(width, 2.6), sharey=True, squeeze=False, layout="constrained")
     for ax, (panel, lines) in zip(axes[0], panels):
         for n, (label, traj) in enumerate(lines):
             _relative_curve(ax, traj, column, OKABE_ITO[n % len(OKABE_ITO)], label)
@@ -408,7 +414,7 @@ def decisions_frame(runs: pd.DataFrame, pair: tuple[int, int], s: float, f: floa
 
 def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.DataFrame | None = None,
             title: str | None = None, width: float = SINGLE * 1.4,
-            boundary: tuple[np.ndarray, np.ndarray, str] | None = None) -> plt.Figure:
+            boundary: tuple[np.ndarray, np.ndarray, str] | None = None) -> Figure:
     """A phase diagram over two swept axes. `color` is `status` (incremental or not; undecided,
     diverged and empty cells hatched grey) or a numeric column (viridis). With `thresholds` (rows
     keyed by `y` when x is sigma0), the measured threshold is drawn as a line and gf_exact and the
@@ -420,7 +426,7 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
     y_rows = y in ROW_AXES or (not y_log and np.allclose(ys, np.round(ys)))    # integer axis (depth, seed): equal rows
     x_edges = _cell_edges(xs, x_log)
     y_edges = np.arange(len(ys) + 1) - 0.5 if y_rows else _cell_edges(ys, y_log)
-    fig, ax = plt.subplots(figsize=(width, width * 0.8), layout="constrained")
+    fig, ax = _subplots(figsize=(width, width * 0.8), layout="constrained")
     ax.add_patch(Rectangle((x_edges[0], y_edges[0]), x_edges[-1] - x_edges[0], y_edges[-1] - y_edges[0],
                            facecolor=MISSING, hatch="///", edgecolor="white", lw=0, zorder=0))
     if color == "status":
@@ -450,7 +456,7 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
         inside = (boundary[1] >= ys.min()) & (boundary[1] <= ys.max())
         rows = np.interp(boundary[1], ys, np.arange(len(ys))) if y_rows else boundary[1]    # equal rows: by row
         ax.plot(boundary[0][inside], rows[inside], **style)
-        legend.append(plt.Line2D([], [], **(style | {"color": "0.2"}), label=boundary[2]))
+        legend.append(Line2D([], [], **(style | {"color": "0.2"}), label=boundary[2]))
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))
     ax.set_xlim(x_edges[0], x_edges[-1])
@@ -463,13 +469,13 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
 
 def summary_lines(frame: pd.DataFrame, x: str, column: str, hue: str, levels: dict[str, float] | None = None,
                   curve: tuple[np.ndarray, np.ndarray, str] | None = None, title: str | None = None,
-                  width: float = SINGLE * 1.4, log_y: bool = False) -> plt.Figure:
+                  width: float = SINGLE * 1.4, log_y: bool = False) -> Figure:
     """A runs column against `x` (an axis, or `c`), one line per value of `hue`, mean and +- one
     standard deviation over seeds as a band (Azulay et al.'s Figure 7.1: population error against
     the scale, one curve per shape); `levels` (label -> value) as horizontal reference lines and
     `curve` (xs, ys, label) as a theory line; `log_y` for a positive column spanning decades."""
-    fig, ax = plt.subplots(figsize=(width, 2.8), layout="constrained")
-    colours = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, frame[hue].nunique()))
+    fig, ax = _subplots(figsize=(width, 2.8), layout="constrained")
+    colours = matplotlib.colormaps["viridis"](np.linspace(0.0, 0.9, frame[hue].nunique()))
     for colour, (value, rows) in zip(colours, sorted(frame.groupby(hue), key=lambda item: item[0])):
         stats = rows.groupby(x)[column].agg(["mean", "std"]).fillna({"std": 0.0}).sort_index()
         ax.plot(stats.index, stats["mean"], "o-", ms=2.5, lw=1.2, color=colour, label=facet_title(hue, value))
@@ -492,7 +498,7 @@ def summary_lines(frame: pd.DataFrame, x: str, column: str, hue: str, levels: di
     return fig
 
 
-def neuron_q_contours(panels: list[tuple[str, np.ndarray, float]], extent: float = 4.0, width: float = DOUBLE) -> plt.Figure:
+def neuron_q_contours(panels: list[tuple[str, np.ndarray, float]], extent: float = 4.0, width: float = DOUBLE) -> Figure:
     """Contours of Azulay et al.'s Q for one neuron in d = 2 (their Figure 7.2), one panel per
     (title, w~0, delta): Q(w~) - Q(w~0) on [-extent, extent]^2 at levels spaced evenly in its square
     root (so a quadratic's ellipses are evenly spaced), with w~0 marked (Q's unconstrained minimum)."""
@@ -500,8 +506,8 @@ def neuron_q_contours(panels: list[tuple[str, np.ndarray, float]], extent: float
     points = np.stack(np.meshgrid(grid, grid), axis=-1)
     rows = 2 if len(panels) > 3 else 1
     columns = math.ceil(len(panels) / rows)
-    fig, axes = plt.subplots(rows, columns, figsize=(width, width / columns * rows * 1.05), squeeze=False,
-                             layout="constrained")
+    fig, axes = _subplots(rows, columns, figsize=(width, width / columns * rows * 1.05), squeeze=False,
+                          layout="constrained")
     for ax, (title, w0, delta) in zip(axes.ravel(), panels):
         values = theory.neuron_Q(points, w0, delta) - float(theory.neuron_Q(w0, w0, delta))
         levels = np.linspace(0.0, np.sqrt(max(values.max(), 1e-300)), 12)[1:] ** 2
@@ -518,7 +524,7 @@ def neuron_q_contours(panels: list[tuple[str, np.ndarray, float]], extent: float
     return fig
 
 
-def save(figure: plt.Figure, paths, keep_open: bool = False) -> None:
+def save(figure: Figure, paths, keep_open: bool = False) -> None:
     """Write a figure to every path (PNG at 150 dpi, or PDF / SVG by suffix), then close it
     (unless `keep_open`). A path that cannot be written is a PlotError naming it."""
     try:
@@ -530,11 +536,12 @@ def save(figure: plt.Figure, paths, keep_open: bool = False) -> None:
                 raise PlotError(f"{path}: cannot write the figure ({os.strerror(err.errno) if err.errno else err})") from None
     finally:
         if not keep_open:
-            plt.close(figure)
+            close(figure)
 
 
-def close(figure: plt.Figure) -> None:
-    plt.close(figure)
+def close(figure: Figure) -> None:
+    """Free a figure's drawing now (a figure outside pyplot needs no closing, only its memory)."""
+    figure.clear()
 
 
 def _quantity_label(name: str) -> str:
@@ -562,7 +569,7 @@ def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarra
         style = dict(color="white", lw=1.2, marker="|", ms=8, mew=1.2)
         for row, lo_e, hi_e in zip(rows.itertuples(), lo_edges, hi_edges):
             ax.plot([row.sigma0_th_min, row.sigma0_th_max], [(lo_e + hi_e) / 2] * 2, **style)
-        handles.append(plt.Line2D([], [], **(style | {"color": "0.3"}), label="range of the seeds' thresholds"))
+        handles.append(Line2D([], [], **(style | {"color": "0.3"}), label="range of the seeds' thresholds"))
     for col, style, label in (("sigma0_th", dict(color=OKABE_ITO[4], lw=2.6), measured),
                               ("gf_exact", dict(color="black", lw=1.2, ls="--"), "exact gradient flow")):
         if col not in rows:
@@ -570,7 +577,7 @@ def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarra
         xs = np.repeat(rows[col].to_numpy(float), 2)
         ys = np.column_stack([lo_edges, hi_edges]).reshape(-1)
         ax.plot(xs, ys, **style, label=label)
-        handles.append(plt.Line2D([], [], **style, label=label))
+        handles.append(Line2D([], [], **style, label=label))
     if {"thm2_lower", "thm2_upper_valid"} <= set(rows.columns):
         for row, lo_e, hi_e in zip(rows.itertuples(), lo_edges, hi_edges):
             if np.isfinite(row.thm2_upper_valid):
@@ -585,13 +592,13 @@ def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarra
 # ----------------------------------------------------------------------------- threshold curves
 
 
-def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> plt.Figure:
+def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
     """sigma0_th / sigma*_j against r on log axes, one colour per depth: measured (markers), and
     where the table carries the theory (runs that follow the toy model's gradient descent:
     `gf_exact`) the exact gradient-flow curve (line) and the Theorem 2 band [lower, valid upper]
     (shaded) -- exponential in 1/(r-1) at N = 2, polynomial for N >= 3 (Gissin et al. Theorem 2);
     `title` under the heading."""
-    fig, ax = plt.subplots(figsize=(width, width * 0.85), layout="constrained")
+    fig, ax = _subplots(figsize=(width, width * 0.85), layout="constrained")
     s, f = float(thresholds.s.iloc[0]), float(thresholds.f.iloc[0])
     with_theory = "gf_exact" in thresholds
     r_dense = np.geomspace(max(1.02, thresholds.r.min() * 0.95), thresholds.r.max() * 1.05, 60)
@@ -614,7 +621,7 @@ def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, titl
     heading(fig, "\n".join(filter(None, [f"({s:g}, {f:g})-incremental learning", title])), 9)
     handles, labels = ax.get_legend_handles_labels()
     if with_theory:
-        handles += [plt.Line2D([], [], color="0.3"), Patch(color="0.3", alpha=0.15)]
+        handles += [Line2D([], [], color="0.3"), Patch(color="0.3", alpha=0.15)]
         labels += ["exact gradient flow", "Theorem 2 band"]
     ax.legend(handles, labels, fontsize=7, frameon=False, loc="lower right")
     return fig
@@ -630,11 +637,11 @@ def _plain_ticks(axis, values) -> None:
         axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
-def lr_map(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> plt.Figure:
+def lr_map(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
     """Threshold against learning rate at N = 2 with Theorem 3's bounds and the gradient-flow
     limit, one colour per pair (Gissin et al. Theorem 3); `title` under the heading."""
     rows = thresholds[thresholds.depth == 2]
-    fig, ax = plt.subplots(figsize=(width, width * 0.85), layout="constrained")
+    fig, ax = _subplots(figsize=(width, width * 0.85), layout="constrained")
     for p_i, ((i, j), pair) in enumerate(rows.groupby(["i", "j"])):
         colour = OKABE_ITO[p_i % len(OKABE_ITO)]
         pair = pair.sort_values("lr")
@@ -648,7 +655,7 @@ def lr_map(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, title: str | N
     ax.set_ylabel(r"threshold $\sigma_0^{th}$")
     heading(fig, "\n".join(filter(None, ["$N$ = 2, gradient descent", title])), 9)
     handles, labels = ax.get_legend_handles_labels()
-    handles += [plt.Line2D([], [], color="0.3", ls="--"), Patch(color="0.3", alpha=0.15)]
+    handles += [Line2D([], [], color="0.3", ls="--"), Patch(color="0.3", alpha=0.15)]
     labels += ["gradient flow (exact)", "Theorem 3 band (lower: its proof's chain)"]
     ax.legend(handles, labels, fontsize=7, frameon=False)
     return fig

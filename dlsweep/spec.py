@@ -20,7 +20,7 @@ import numpy as np
 
 from dlsweep import models, optimizers
 from dlsweep.errors import SpecError
-from dlsweep.model import hook
+from dlsweep.model import INTEGER_HPS, hook
 from dlsweep.models import user
 from dlsweep.models.layers import SHAPE_RANGE
 from dlsweep.plan import grid_too_large
@@ -273,7 +273,7 @@ def _user_family(model: str | dict, raw: Mapping[str, Any], where: _Where) -> mo
     reference = user.resolve(model, base, where.error)
     instance = user.instantiate(reference, where.error)
     task, axes = raw.get("task", {}), raw.get("axes", {})
-    return models.user_family(reference, instance, list(task) if isinstance(task, dict) else [],
+    return user.family(reference, instance, list(task) if isinstance(task, dict) else [],
                               list(axes) if isinstance(axes, dict) else [])
 
 
@@ -288,7 +288,7 @@ def warn_if_seeds_identical(sweep: Sweep, model: Any, task: Mapping[str, Any]) -
     seeds = sweep.axes.get("seed", ())
     if len(seeds) < 2:
         return
-    hp = {axis: np.asarray(values[0], np.int32 if axis in models.INTEGER_HPS else sweep.dtype)
+    hp = {axis: np.asarray(values[0], np.int32 if axis in INTEGER_HPS else sweep.dtype)
           for axis, values in sweep.axes.items()}
     draw = hook(model, "draw")
 

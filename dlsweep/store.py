@@ -37,7 +37,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dlsweep import __version__
-from dlsweep.models import INTEGER_HPS
+from dlsweep.errors import StoreError
+from dlsweep.model import INTEGER_HPS
 
 if TYPE_CHECKING:
     from dlsweep.spec import Sweep
@@ -46,10 +47,6 @@ RUNS, TRAJECTORIES, CHUNKS = "runs", "trajectories", "chunks"
 MANIFEST, SPEC_FILE, SHARDS_FILE, LOCK = "manifest.json", "sweep.toml", "shards.json", ".lock"
 PLAN_KEYS = ("name", "model", "spec_hash", "n_runs", "chunk_size", "group", "n_chunks")
 RESUME = "run the sweep again on this folder (out=DIR) to resume"
-
-
-class StoreError(RuntimeError):
-    """A dataset folder that cannot be written or read as asked; the message says why and what to do."""
 
 
 RECORD_PATTERN = re.compile(r"(\d+)\.json")

@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from dlsweep import api, spec, store, tasks
+from dlsweep import api, spec, store
 from dlsweep.models import matrix_sensing
 from dlsweep.models.layers import singular_value_drift
 
@@ -63,7 +63,7 @@ def test_padded_depth_equals_an_unpadded_one(tmp_path):
 def test_padded_layers_stay_the_identity():
     """Layers n >= N start at the identity and get no gradient."""
     model = matrix_sensing.MatrixSensing(d=3, k=2, max_depth=4, init_kind="gaussian", measurements=0)
-    task = tasks.make_matrix_sensing(sweep(task={"sigma_star": [2.0, 1.0], "d": 3}))
+    task = matrix_sensing.make_task(sweep(task={"sigma_star": [2.0, 1.0], "d": 3}))
     hp = {"depth": np.int32(2) * np.ones((), np.int32), "sigma0": np.float32(0.1), "lr": np.float32(0.01)}
     params = model.init(jax.random.key(0), {k: jax.numpy.asarray(v) for k, v in hp.items()}, task)
     grad = jax.grad(model.loss)(params, {k: jax.numpy.asarray(v) for k, v in hp.items()}, task)

@@ -6,7 +6,10 @@ fit on it, partial runs)."""
 from __future__ import annotations
 
 import math
+import os
 import shutil
+import subprocess
+import sys
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -31,8 +34,19 @@ def _close_figures():
     plt.close("all")
 
 
-def test_backend_is_agg():
-    assert matplotlib.get_backend().lower() == "agg"
+def test_figures_touch_no_global_matplotlib_state(tmp_path):
+    """Importing dlsweep.plot and saving one of its figures as PNG leaves the user's backend as it
+    was (here svg, from MPLBACKEND) and pyplot without figures: the figures live outside pyplot
+    and Agg renders them when saved."""
+    code = ("import matplotlib.pyplot as plt, numpy as np, pandas as pd\n"
+            "from dlsweep import plot\n"
+            "frame = pd.DataFrame({'sigma0': [1e-3, 1e-2], 'depth': [2, 2], 'x': [1.0, 2.0]})\n"
+            f"plot.save(plot.summary_lines(frame, 'sigma0', 'x', 'depth'), [{str(tmp_path / 'f.png')!r}])\n"
+            "print(plt.get_backend(), len(plt.get_fignums()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "MPLBACKEND": "svg"}, check=True)
+    assert done.stdout.split() == ["svg", "0"]
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def legend_texts(legend) -> list[str]:
@@ -395,7 +409,7 @@ def test_plot_run_also_writes_out(tiny_run, tmp_path, suffix):
 def captured(monkeypatch):
     """The figures plot_run draws, kept open (plot_run closes them after saving)."""
     figures = []
-    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    monkeypatch.setattr(plot, "close", figures.append)
     return figures
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from dlsweep.analysis import theory
+from dlsweep.errors import ThresholdError
 from dlsweep.store import level_name
 
 INCREMENTAL, NOT_INCREMENTAL, UNDECIDED, DIVERGED = "incremental", "not incremental", "undecided", "diverged"
@@ -32,10 +33,6 @@ THEORY_COLUMNS = ("gf_exact", "gf_exact_log10", "rel_error", "thm2_lower", "thm2
                   "thm2_printed_violated", "thm3_chain_lower", "thm3_stated_lower", "thm3_upper", "thm3_reason",
                   "theory_note")
 NOT_TOY = "these runs do not follow the toy model's dynamics (no theory)"
-
-
-class ThresholdError(ValueError):
-    """Thresholds asked for something the run or Definition 1 does not allow; the message says what."""
 
 
 def check_levels(s: float, f: float, levels) -> None:

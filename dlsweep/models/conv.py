@@ -24,7 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from dlsweep import compare
+from dlsweep.models import schema
 from dlsweep.models.diagonal import classification_loss, cosine, gaussian_examples, sign_labels
+from dlsweep.models.family import Family
 from dlsweep.models.layers import layer_scales
 
 LOSSES = ("exponential", "logistic")
@@ -82,3 +85,46 @@ class Conv:
 
     def summarize(self, params, hp, task):
         return {"correlation": cosine(self.predictor(params, hp), task["w_star"])}
+
+
+def validate_task(task: dict, error: schema.Error) -> dict:
+    """[task] of the circular-convolutional network: `frequencies` (the real DFT coefficients of
+    the labelling vector at frequencies 0, 1, ..., the rest 0; >= 0), `d` (signal length),
+    `examples` (m >= 1), `loss` (exponential or logistic), `top` (largest amplitudes observed)."""
+    schema.reject_unknown(task, ("frequencies", "d", "examples", "loss", "top"), error)
+    values = schema.positive_numbers(task, "frequencies", error, allow_zero=True)
+    d = schema.integer(task, "d", 2 * len(values), 2 * len(values) - 1, error, bound="2 len(frequencies) - 1")
+    top = schema.integer(task, "top", min(5, d // 2 + 1), 1, error)
+    if top > d // 2 + 1:
+        raise error("top", f"expected at most d // 2 + 1 = {d // 2 + 1} observed amplitudes, got {top}")
+    return {"frequencies": values, "d": d, "examples": schema.integer(task, "examples", 1, 1, error),
+            "loss": schema.choice(task, "loss", LOSSES, error), "top": top}
+
+
+def make_task(sweep) -> dict:
+    """The labelling vector w* = irfft(frequencies, d) / its norm (Gissin et al. App. G.3)."""
+    task = sweep.task
+    spectrum = np.zeros(task["d"] // 2 + 1)
+    spectrum[: len(task["frequencies"])] = task["frequencies"]
+    w_star = np.fft.irfft(spectrum, n=task["d"])
+    return schema.arrays(sweep, {"w_star": w_star / np.linalg.norm(w_star)})
+
+
+FAMILY = Family(
+    name="conv",
+    summary="Gissin et al. 2020 App. G.3: N-1 circular convolutions + a dense layer, top Fourier amplitudes",
+    axes=("depth", "sigma0", "lr"),
+    task_keys={"frequencies": "real DFT coefficients of the labelling vector at frequencies 0, 1, ... (the rest 0)",
+               "d": "signal length (default 2 len(frequencies))",
+               "examples": "number of Gaussian examples per seed (>= 1)",
+               "loss": "exponential (default) or logistic",
+               "top": "how many of the largest Fourier amplitudes are observed (default 5)"},
+    validate_task=validate_task,
+    build=lambda sweep: Conv(
+        d=sweep.task["d"], k=sweep.task["top"], max_depth=int(max(sweep.axes["depth"])),
+        loss_kind=sweep.task["loss"], examples=sweep.task["examples"]),
+    make_task=make_task,
+    observed=r"Fourier amplitudes $|\hat\beta_f|$",
+    baseline=lambda task: compare.SVM,
+    optional_axes=("shape",),
+)

@@ -22,10 +22,16 @@ order of selection (compared with orthogonal matching pursuit, `dlsweep.compare`
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
+from dlsweep import compare
+from dlsweep.models import schema
+from dlsweep.models.family import Family
 from dlsweep.models.toy import integer_power
 
 LOSSES = ("squared", "exponential", "logistic")
@@ -129,3 +135,103 @@ def cosine(a, b):
     """<a, b> / (||a|| ||b||) (0 where a = 0)."""
     norm = jnp.linalg.norm(a) * jnp.linalg.norm(b)
     return jnp.where(norm > 0, a @ b / jnp.where(norm > 0, norm, 1.0), 0.0)
+
+
+RANDOM_TARGET = "random"    # w_star drawn per seed with the `sparsity` axis's number of nonzeros
+
+
+def validate_task(task: dict, error: schema.Error) -> dict:
+    """[task] of the signed diagonal network: `w_star` (the first entries of the target /
+    labelling vector, the rest 0; or "random": drawn per seed with `sparsity` nonzeros), `d`,
+    `examples` (m; 0 = the population loss, squared only), `normalize` (unit-norm example
+    columns), `loss` (squared, exponential or logistic), `top` (how many of the largest |sigma_i|
+    are observed), `select` (the threshold on |sigma_i| that selects a feature; 0: none). A
+    squared loss with a fixed w* has targets: sigma_star = the `top` largest |w*_i|."""
+    schema.reject_unknown(task, ("w_star", "d", "examples", "normalize", "loss", "top", "select"), error)
+    loss = schema.choice(task, "loss", LOSSES, error)
+    random = task.get("w_star") == RANDOM_TARGET
+    if random:
+        if loss != "squared":
+            raise error("w_star", f'"{RANDOM_TARGET}" needs loss = "squared" (its labels would change with the sparsity)')
+        if "d" not in task:
+            raise error("d", "missing: a random w_star needs the dimension d")
+        w_star, nonzero = RANDOM_TARGET, []
+        d = schema.integer(task, "d", 1, 1, error)
+    else:
+        w_star = schema.signed_numbers(task, "w_star", error, also=f', or "{RANDOM_TARGET}"')
+        nonzero = sorted((abs(v) for v in w_star if v != 0), reverse=True)
+        d = schema.integer(task, "d", len(w_star), len(w_star), error, bound="len(w_star)")
+    examples = schema.integer(task, "examples", 0, 0 if loss == "squared" else 1, error,
+                              note=" (0: the population loss)" if loss == "squared" else " (a classification loss needs data)")
+    normalize = schema.flag(task, "normalize", error)
+    if normalize and examples < 2:
+        raise error("normalize", f"unit-norm columns need examples >= 2, got examples = {examples}")
+    top = schema.integer(task, "top", len(nonzero) or min(schema.DEFAULT_TOP, d), 1, error)
+    if top > d:
+        raise error("top", f"expected at most d = {d} observed values, got {top}")
+    select = task.get("select", 0.0)
+    if isinstance(select, bool) or not isinstance(select, (int, float)) or not math.isfinite(select) or select < 0:
+        raise error("select", f"expected a finite number >= 0 (0: no selection recorded), got {select!r}")
+    out = {"w_star": w_star, "d": d, "examples": examples, "normalize": normalize, "loss": loss, "top": top,
+           "select": float(select)}
+    if loss == "squared" and not random and top <= len(nonzero):
+        out["sigma_star"] = tuple(nonzero[:top])
+    return out
+
+
+def check_axes(task: dict, axes: dict, error: schema.Error) -> None:
+    """A random w_star goes with a `sparsity` axis of values in 1..d, and only it."""
+    random = task["w_star"] == RANDOM_TARGET
+    if random and "sparsity" not in axes:
+        raise error("task.w_star", f'"{RANDOM_TARGET}" needs an axis `sparsity` (the number of nonzeros of w*)')
+    if "sparsity" in axes and not random:
+        raise error("axes.sparsity", f'a sparsity axis needs task.w_star = "{RANDOM_TARGET}"')
+    if random and axes["sparsity"].max() > task["d"]:
+        raise error("axes.sparsity", f"expected values <= d = {task['d']}, got {int(axes['sparsity'].max())}")
+
+
+def make_task(sweep) -> dict:
+    """w* (d entries; unit norm for a classification loss, where only its direction labels) and
+    the targets sigma*, if any; nothing for a random w* (drawn per seed in the program)."""
+    task = sweep.task
+    if task["w_star"] == RANDOM_TARGET:
+        return {}
+    w_star = np.zeros(task["d"])
+    w_star[: len(task["w_star"])] = task["w_star"]
+    if task["loss"] != "squared":
+        w_star /= np.linalg.norm(w_star)
+    values = {"w_star": w_star} | ({"sigma_star": task["sigma_star"]} if "sigma_star" in task else {})
+    return schema.arrays(sweep, values)
+
+
+def baseline(task: dict) -> compare.Baseline | None:
+    """The comparator: the SVM for a classification loss, orthogonal matching pursuit for the
+    squared loss on data with the selection recorded (`select` > 0), else none."""
+    if task["loss"] != "squared":
+        return compare.SVM
+    return compare.omp(target) if task["select"] > 0 and task["examples"] > 0 else None
+
+
+FAMILY = Family(
+    name="diagonal",
+    summary="Gissin et al. 2020 App. D/G.1: sigma = w+^N - w-^N, squared / exponential / logistic loss, top |sigma_i|",
+    axes=("depth", "sigma0", "lr"),
+    task_keys={"w_star": 'first entries of the target / labelling vector w* (the rest 0), or "random": per seed, '
+                         "`sparsity` nonzeros 1 + Exp(mean 10) at random positions (squared loss)",
+               "d": "dimension (default len(w_star))",
+               "examples": "number of Gaussian examples per seed (default 0: the population loss, squared only)",
+               "normalize": "scale each feature's column of examples to unit norm (a dictionary; default false)",
+               "loss": "squared (default; targets: the largest |w*_i|), exponential or logistic (labels sign <w*, x>)",
+               "top": "how many of the largest |sigma_i| are observed (default: the nonzeros of w_star, or 5)",
+               "select": "a feature is selected once |sigma_i| > select; the runs table keeps the order (default 0: off)"},
+    validate_task=validate_task,
+    build=lambda sweep: Diagonal(
+        d=sweep.task["d"], k=sweep.task["top"], max_depth=int(max(sweep.axes["depth"])),
+        loss_kind=sweep.task["loss"], examples=sweep.task["examples"], unit_columns=sweep.task["normalize"],
+        random_target=sweep.task["w_star"] == RANDOM_TARGET, select=sweep.task["select"], dtype=sweep.dtype),
+    make_task=make_task,
+    observed=r"largest $|\sigma_i|$",
+    baseline=baseline,
+    optional_axes=("sparsity",),
+    check_axes=check_axes,
+)

@@ -24,8 +24,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
+from dlsweep import compare
+from dlsweep.models import schema
+from dlsweep.models.family import Family
 from dlsweep.models.layers import layer_scales
 
 FORMS = ("signed", "plain")
@@ -104,3 +108,84 @@ def sparse_regression(key, examples: int, d: int, sparsity: int, noise: float, d
     x_key, noise_key = jax.random.split(key)
     x = jax.random.normal(x_key, (examples, d), dtype)
     return {"x": x, "y": x @ sparse_target(d, sparsity, dtype) + noise * jax.random.normal(noise_key, (examples,), dtype)}
+
+
+SPARSE_REGRESSION_KEYS = {
+    "d": "dimension (default 1000)",
+    "examples": "Gaussian examples x ~ N(0, I) per seed (default 100)",
+    "sparsity": "nonzeros k of beta* (its first k coordinates, 1/sqrt(k) each; default 5)",
+    "noise": "label noise std (default 0.1)",
+    "top": "how many of the largest |beta_i| are observed (default 5)"}
+
+
+def validate_sparse_regression(task: dict, error: schema.Error) -> dict:
+    """Azulay et al.'s sparse regression: `d`, `examples` n, `sparsity` k <= d, label `noise` std,
+    `top` <= d observed |beta_i|. The defaults are their section 9: d = 1000, n = 100, k = 5, noise
+    0.1. No targets: what a network learns is judged against the interpolators of the theory
+    (`compare`)."""
+    d = schema.integer(task, "d", 1000, 1, error)
+    out = {"d": d, "examples": schema.integer(task, "examples", 100, 1, error),
+           "sparsity": schema.integer(task, "sparsity", 5, 1, error)}
+    if out["sparsity"] > d:
+        raise error("sparsity", f"expected at most d = {d} nonzeros, got {out['sparsity']}")
+    out["noise"] = schema.noise(task, 0.1, error)
+    out["top"] = schema.integer(task, "top", min(schema.DEFAULT_TOP, d), 1, error)
+    if out["top"] > d:
+        raise error("top", f"expected at most d = {d}, got {out['top']}")
+    return out
+
+
+def validate_task(task: dict, error: schema.Error) -> dict:
+    """[task]: the sparse regression (`validate_sparse_regression`) and `form` (signed or plain)."""
+    schema.reject_unknown(task, (*SPARSE_REGRESSION_KEYS, "form"), error)
+    return validate_sparse_regression(task, error) | {"form": schema.choice(task, "form", FORMS, error)}
+
+
+THEORY_QUANTITIES = ("population_error", "l1_l2_position")       # runs columns with a theory against c
+
+
+def theory_of_c(task: dict, column: str):
+    """Azulay's Theorem 1 for the signed network at depth 2: `column` (THEORY_QUANTITIES) of
+    argmin Q_c against c, and at the min-l1 and the min-l2 interpolator (the rich and the kernel
+    limit), averaged over the seeds' data; None for another column or the plain form."""
+    if column not in THEORY_QUANTITIES or task["form"] != "signed":
+        return None
+
+    def curves(model, seeds: list[dict], cs) -> tuple[np.ndarray, float, float]:
+        from dlsweep.analysis import theory
+
+        beta_star = np.asarray(model.beta_star(), np.float64)
+        values = []
+        for fitted in seeds:
+            x, y, l1, l2 = fitted["x"], fitted["y"], fitted["l1"], fitted["l2"]
+            points = np.concatenate([theory.azulay_q_minimizer(x, y, np.asarray(cs)[:, None] * np.ones(x.shape[1])), [l1, l2]])
+            if column == "population_error":
+                values.append(np.sum((points - beta_star) ** 2, axis=1) + model.noise**2)
+            else:
+                to_l1, to_l2 = np.linalg.norm(points - l1, axis=1), np.linalg.norm(points - l2, axis=1)
+                values.append(to_l1 / (to_l1 + to_l2))
+        *along, rich, kernel = np.mean(values, axis=0)
+        return np.asarray(along), float(rich), float(kernel)
+
+    return curves
+
+
+FAMILY = Family(
+    name="diagonal_net",
+    summary="Woodworth et al. 2020 / Azulay et al. 2021 sec. 9: beta = u_1+ o ... o u_N+ - u_1- o ... o u_N-, "
+            "sparse regression, init scale x shape; population error, distance to the theory's interpolators",
+    axes=("depth", "sigma0", "lr"),
+    task_keys=SPARSE_REGRESSION_KEYS | {
+        "form": "signed (default: u+ o v+ - u- o v-, beta(0) = 0) or plain (u o v, beta(0) = sigma0)"},
+    validate_task=validate_task,
+    build=lambda sweep: DiagonalNet(
+        d=sweep.task["d"], examples=sweep.task["examples"], sparsity=sweep.task["sparsity"],
+        noise=sweep.task["noise"], k=sweep.task["top"], max_depth=int(max(sweep.axes["depth"])),
+        form=sweep.task["form"], dtype=sweep.dtype),
+    make_task=lambda sweep: {},
+    observed=r"largest $|\beta_i|$",
+    targets=lambda task: None,
+    baseline=compare.interpolators,
+    optional_axes=("shape",),
+    theory_of_c=theory_of_c,
+)

@@ -45,6 +45,7 @@ the two-layer network passes near each in turn).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import jax
@@ -52,6 +53,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from dlsweep.models import schema
+from dlsweep.models.family import Family
 from dlsweep.models.layers import layer_scales, select
 
 INITS = ("gaussian", "aligned", "glorot")
@@ -234,3 +237,166 @@ def _excess_loss(w, task):
 def _loss_of(w, task):
     """The loss of the end-to-end map W, l(W_opt) plus the excess (module docstring)."""
     return _excess_loss(w, task) + task["loss_opt"]
+
+
+GIDEL_SPECTRUM = (4.0, 2.0, 1.0, 0.5, 0.25)     # Gidel et al. 2019, section 4: z ~ N(0, D)
+DIGITS_SHAPE = (64, 1797)     # pixels, images of scikit-learn's digits
+
+
+def digits(examples: int = 1797) -> tuple[np.ndarray, np.ndarray]:
+    """The first `examples` of scikit-learn's 8x8 digits (1797 images, bundled with the package: no
+    download): pixels / 16, centred per pixel, and one-hot labels (10 classes)."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError as exc:
+        raise ImportError("data = \"digits\" needs scikit-learn: pip install 'dlsweep[compare]'") from exc
+    data = load_digits()
+    x = data.data[:examples] / 16.0
+    return x - x.mean(axis=0), np.eye(10)[data.target[:examples]]
+
+
+def _spectrum(task: dict, error: schema.Error, default: tuple | None) -> tuple[float, ...]:
+    """`eigenvalues` (a list > 0) or `power_law` a with `d`: lambda_i = i^(-a), i = 1..d."""
+    if "power_law" in task:
+        if "eigenvalues" in task:
+            raise error("power_law", "give either eigenvalues or power_law, not both")
+        a = task["power_law"]
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not math.isfinite(a) or a < 0:
+            raise error("power_law", f"expected an exponent >= 0, got {a!r}")
+        if "d" not in task:
+            raise error("d", "missing: a power_law spectrum needs the dimension d")
+        d = schema.integer(task, "d", 1, 1, error)
+        return tuple(float(i) ** -a for i in range(1, d + 1))
+    if "eigenvalues" not in task and default is not None:
+        return default
+    return schema.positive_numbers(task, "eigenvalues", error)
+
+
+def validate_task(task: dict, error: schema.Error) -> dict:
+    """[task] of the deep linear regression network: `data` (spectrum, autoencoder or digits) and
+    its keys, `width`, `init`, `whiten`, `shuffle`, `top`. Targets (sigma_star: the `top` largest
+    singular values of the optimum W_opt = Sigma_x^+ Sigma_xy) where they are the same for every
+    seed: population spectrum data, the unwhitened autoencoder (its r = len(eigenvalues) largest
+    are 1; top <= r), and unshuffled digits."""
+    data = schema.choice(task, "data", DATA, error)
+    known = {"spectrum": ("eigenvalues", "power_law", "d", "w_true", "examples", "noise"),
+             "autoencoder": ("eigenvalues", "d", "examples", "noise"), "digits": ("d", "examples")}[data]
+    schema.reject_unknown(task, ("data", *known, "width", "init", "whiten", "shuffle", "top"), error)
+    noise = schema.noise(task, 1e-3 if data == "autoencoder" else 0.0, error)
+    out = {"data": data, "whiten": schema.flag(task, "whiten", error), "shuffle": schema.flag(task, "shuffle", error)}
+    if data != "digits":
+        out["noise"] = noise
+    if data == "spectrum":
+        lam = _spectrum(task, error, None)
+        schema.fixed(task, "d", len(lam), error, "len(eigenvalues)")
+        w_true = schema.signed_numbers(task, "w_true", error) if "w_true" in task else (1.0,) * len(lam)
+        if len(w_true) > len(lam):
+            raise error("w_true", f"expected at most d = {len(lam)} entries (the diagonal of the d x p map), got {len(w_true)}")
+        out |= {"eigenvalues": lam, "w_true": w_true, "d": len(lam), "p": len(w_true),
+                "examples": schema.integer(task, "examples", 0, 0, error, note=" (0: the population statistics)")}
+    elif data == "autoencoder":
+        lam = _spectrum(task, error, GIDEL_SPECTRUM)
+        d = schema.integer(task, "d", 20, len(lam), error, bound="len(eigenvalues)")
+        out |= {"eigenvalues": lam, "d": d, "p": d, "examples": schema.integer(task, "examples", 1000, 2, error)}
+    else:
+        schema.fixed(task, "d", DIGITS_SHAPE[0], error, "the digits' pixels")
+        examples = schema.integer(task, "examples", DIGITS_SHAPE[1], 2, error, note=" (the first n images)")
+        if examples > DIGITS_SHAPE[1]:
+            raise error("examples", f"expected at most the {DIGITS_SHAPE[1]} digits, got {examples}")
+        out |= {"d": DIGITS_SHAPE[0], "p": 10, "examples": examples}
+    if out["shuffle"] and out["data"] != "digits" and out["examples"] == 0:
+        raise error("shuffle", "shuffled labels need examples >= 1 (the population statistics have no examples to shuffle)")
+    out["width"] = schema.integer(task, "width", max(out["d"], out["p"]), 1, error)
+    out["init"] = schema.choice(task, "init", INITS, error)
+    rank = min(out["d"], out["p"], out["width"])
+    out["top"] = schema.integer(task, "top", min(rank, schema.DEFAULT_TOP), 1, error)
+    if out["top"] > min(out["d"], out["p"]):
+        raise error("top", f"expected at most min(d, p) = {min(out['d'], out['p'])} singular values, got {out['top']}")
+    targets = _targets(out)
+    if targets is not None and out["top"] <= min(rank, len(targets)) and min(targets[: out["top"]]) > 0:
+        out["sigma_star"] = tuple(targets[: out["top"]])
+    return out
+
+
+def _targets(task: dict) -> tuple[float, ...] | None:
+    """The singular values of W_opt, descending, where no seed changes them; else None."""
+    if task["data"] == "autoencoder":    # W_opt: I, or the projector on B's span where the noise's
+        # variances fall below the support cut; either way its r = len(eigenvalues) largest are 1
+        return (1.0,) * len(task["eigenvalues"]) if not task["whiten"] else None
+    if task["shuffle"] or (task["data"] == "spectrum" and task["examples"] > 0):
+        return None
+    if task["data"] == "spectrum":
+        w_true = _true_map(task)
+        w_opt = np.sqrt(task["eigenvalues"])[:, None] * w_true if task["whiten"] else w_true
+    else:
+        x, y = digits(task["examples"])
+        w_opt = _least_squares(x, y, task["whiten"])
+    return tuple(float(v) for v in np.linalg.svd(w_opt, compute_uv=False))
+
+
+def _true_map(task: dict) -> np.ndarray:
+    """W* of spectrum data: d x p with `w_true` on its diagonal."""
+    w_true = np.zeros((task["d"], task["p"]))
+    w_true[np.arange(task["p"]), np.arange(task["p"])] = task["w_true"]
+    return w_true
+
+
+def _least_squares(x: np.ndarray, y: np.ndarray, whiten: bool) -> np.ndarray:
+    """Sigma_x^+ Sigma_xy (of ZCA-whitened x if asked), the support cut as in the model."""
+    lam, pcs = np.linalg.eigh(x.T @ x / len(x))
+    support = lam > SUPPORT_RTOL * lam.max()
+    inverse = np.where(support, 1.0 / np.where(support, lam, 1.0), 0.0)
+    scale = np.sqrt(inverse) if whiten else inverse
+    return pcs @ (scale[:, None] * (pcs.T @ (x.T @ y / len(x))))
+
+
+def make_task(sweep) -> dict:
+    """The fixed data: the spectrum (`eigenvalues`) and W* (`w_true`, d x p diagonal), the
+    autoencoder's latent variances and its basis B (d x r, entries U[0, 1] drawn from the sweep's
+    seed), or the digits (`x`, `y`); plus the targets sigma*, if any, and the flags `whiten` and
+    `shuffle` (boolean scalars). Samples, shuffles and whitening are per seed, in the program
+    (`LinearNet.draw`)."""
+    task = sweep.task
+    flags = schema.switches(sweep, "whiten", "shuffle")
+    values = {"sigma_star": task["sigma_star"]} if "sigma_star" in task else {}
+    if task["data"] == "digits":
+        x, y = digits(task["examples"])
+        return schema.arrays(sweep, values | {"x": x, "y": y}) | flags
+    values["eigenvalues"] = task["eigenvalues"]
+    if task["data"] == "autoencoder":     # Gidel's fixed B, entries U[0, 1], from the sweep's seed
+        values["basis"] = np.random.default_rng(sweep.seed).uniform(size=(task["d"], len(task["eigenvalues"])))
+    if task["data"] == "spectrum":
+        values["w_true"] = _true_map(task)
+    return schema.arrays(sweep, values) | flags
+
+
+FAMILY = Family(
+    name="linear_net",
+    summary="Gidel et al. 2019 / Hacohen & Weinshall: x -> x W_1...W_L, least squares from Sigma_x, Sigma_xy; "
+            "singular values, per-PC distance to the optimum",
+    axes=("depth", "sigma0", "lr"),
+    task_keys={"data": "spectrum (default: x ~ N(0, diag(eigenvalues)), y = x W* + noise), autoencoder (Gidel's "
+                       "x = B z + noise, y = x) or digits (scikit-learn's 8x8 digits, one-hot labels)",
+               "eigenvalues": "spectrum: eigenvalues of Sigma_x (d numbers > 0); autoencoder: the latent "
+                              "variances D (default 4, 2, 1, 1/2, 1/4)",
+               "power_law": "spectrum: lambda_i = i^(-a), i = 1..d, instead of eigenvalues",
+               "d": "input size (spectrum: len(eigenvalues); autoencoder: default 20)",
+               "w_true": "spectrum: the diagonal of the true d x p map W* (p = its length; default: d ones)",
+               "examples": "examples per seed (spectrum: default 0, the population statistics; autoencoder: 1000; "
+                           "digits: the first n images, default all 1797)",
+               "noise": "spectrum: label noise std (default 0); autoencoder: input noise std (default 1e-3)",
+               "width": "hidden width h (default max(d, p))",
+               "init": "gaussian (default), aligned (Gidel: W(0) = sigma0 U V^T) or glorot (Hacohen's Def. 3)",
+               "whiten": "ZCA-whiten the inputs of each seed (default false)",
+               "shuffle": "shuffle the labels of each seed (default false)",
+               "top": "how many of the largest singular values of W are observed (default min(d, p, h, 5))"},
+    validate_task=validate_task,
+    build=lambda sweep: LinearNet(
+        d=sweep.task["d"], p=sweep.task["p"], width=sweep.task["width"], k=sweep.task["top"],
+        max_depth=int(max(sweep.axes["depth"])), init_kind=sweep.task["init"], data=sweep.task["data"],
+        examples=sweep.task["examples"], noise=sweep.task.get("noise", 0.0), dtype=sweep.dtype),
+    make_task=make_task,
+    observed=r"singular values $\sigma_i(W)$",
+    optional_axes=("shape",),
+    toy_lr=toy_lr,
+)

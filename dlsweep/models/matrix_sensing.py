@@ -29,6 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from dlsweep.models import schema
+from dlsweep.models.family import Family
 from dlsweep.models.layers import layer_scales, singular_value_drift
 
 INITS = ("identity", "gaussian")
@@ -320,3 +322,45 @@ def _jacobi_sigma(w):
 
 
 _singular_values = _batch_last(_jacobi_sigma)
+
+
+def validate_task(task: dict, error: schema.Error) -> dict:
+    """[task] of deep matrix sensing: `sigma_star` (the nonzero diagonal of W*, > 0), `d` (size,
+    >= len(sigma_star)), `measurements` (m >= 0; 0 = the population loss), `init` (identity or
+    gaussian)."""
+    out = schema.target_values(task, error, ("sigma_star", "d", "measurements", "init", "top"))
+    k = len(out["sigma_star"])
+    out = out | {"d": schema.integer(task, "d", k, k, error, bound="len(sigma_star)")}
+    return out | {"top": schema.top(task, k, out["d"], error),
+                  "measurements": schema.integer(task, "measurements", 0, 0, error, note=" (0: the population loss)"),
+                  "init": schema.choice(task, "init", INITS, error)}
+
+
+def make_task(sweep) -> dict:
+    """W* = diag(sigma*, 0, ...), d x d (the measurements are drawn in the program, per seed)."""
+    task = sweep.task
+    d, k = task["d"], len(task["sigma_star"])
+    w_star = np.zeros((d, d))
+    w_star[np.arange(k), np.arange(k)] = task["sigma_star"]
+    return schema.arrays(sweep, {"sigma_star": task["sigma_star"], "w_star": w_star})
+
+
+FAMILY = Family(
+    name="matrix_sensing",
+    summary="Gissin et al. 2020 sec. 4.1: W = W_N...W_1 (d x d), loss 1/(2N) mean <A, W - W*>^2, top singular values of W",
+    axes=("depth", "sigma0", "lr"),
+    task_keys={"sigma_star": "nonzero diagonal of W* (k numbers > 0)",
+               "d": "matrix size (default k)",
+               "measurements": "number of Gaussian measurements A_j (default 0: the population loss)",
+               "init": "identity (sigma0^(1/N) I) or gaussian (N(0, sigma0^(2/N)/d) entries)",
+               "top": "how many of the largest singular values are observed (default k; targets only if k)"},
+    validate_task=validate_task,
+    build=lambda sweep: MatrixSensing(
+        d=sweep.task["d"], k=sweep.task["top"], max_depth=int(max(sweep.axes["depth"])),
+        init_kind=sweep.task["init"], measurements=sweep.task["measurements"]),
+    make_task=make_task,
+    optional_axes=("shape",),
+    observed=r"singular values $\sigma_i(W)$",
+    targets=schema.targets_if_all_observed,
+    toy_lr=toy_lr,
+)

@@ -22,7 +22,11 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from dlsweep.models.diagonal_net import SparseRegressionModel, sparse_regression
+from dlsweep import compare
+from dlsweep.models import schema
+from dlsweep.models.diagonal_net import (SPARSE_REGRESSION_KEYS, SparseRegressionModel, sparse_regression,
+                                         validate_sparse_regression)
+from dlsweep.models.family import Family
 from dlsweep.models.layers import layer_scales
 
 
@@ -57,3 +61,37 @@ class Neuron(SparseRegressionModel):
     def predictor(self, params, hp):
         """beta = W^T a."""
         return params["a"] @ params["w"]
+
+
+DIRECTIONS = ("independent", "shared")
+
+
+def validate_task(task: dict, error: schema.Error) -> dict:
+    """[task]: the sparse regression (`diagonal_net.validate_sparse_regression`), `width`, the
+    number of neurons (default 1), and `directions`: independent (default) or shared by every
+    neuron (strictly balanced at shape 0)."""
+    schema.reject_unknown(task, (*SPARSE_REGRESSION_KEYS, "width", "directions"), error)
+    return validate_sparse_regression(task, error) | {"width": schema.integer(task, "width", 1, 1, error),
+                                                      "directions": schema.choice(task, "directions", DIRECTIONS, error)}
+
+
+FAMILY = Family(
+    name="neuron",
+    summary="Azulay et al. 2021 sec. 6: f(x) = sum_j a_j <w_j, x> (two layers, scalar output), sparse regression, "
+            "init scale x shape; population error, distance to Theorem 2's interpolator",
+    axes=("sigma0", "lr"),
+    task_keys=SPARSE_REGRESSION_KEYS | {
+        "width": "number of neurons (default 1: Theorem 2's single neuron)",
+        "directions": "independent (default: a random unit direction per neuron) or shared (one for all: "
+                      "strictly balanced at shape 0, and one neuron of scale width x sigma0)"},
+    validate_task=validate_task,
+    build=lambda sweep: Neuron(
+        d=sweep.task["d"], examples=sweep.task["examples"], sparsity=sweep.task["sparsity"],
+        noise=sweep.task["noise"], width=sweep.task["width"], k=sweep.task["top"],
+        shared=sweep.task["directions"] == "shared", dtype=sweep.dtype),
+    make_task=lambda sweep: {},
+    observed=r"largest $|\beta_i|$",
+    targets=lambda task: None,
+    baseline=compare.neuron_interpolators,
+    optional_axes=("shape",),
+)

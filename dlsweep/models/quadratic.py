@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
+from dlsweep.models import schema
+from dlsweep.models.family import Family
 from dlsweep.models.layers import select
 
 LOSSES = ("variance", "squared")
@@ -83,3 +86,43 @@ class Quadratic:
         """The k largest eigenvalues of W^T W."""
         singular = jnp.linalg.svd(params["w"], compute_uv=False)[: self.k]
         return {"sigma": singular * singular}
+
+
+def validate_task(task: dict, error: schema.Error) -> dict:
+    """[task] of the quadratic network: `sigma_star` (the nonzero eigenvalues of W*^T W*, > 0),
+    `d` (>= len(sigma_star)), `examples` (n >= 0; 0 = the population loss), `loss` (variance or
+    squared), `bias` (a trainable global bias started at its optimum)."""
+    out = schema.target_values(task, error, ("sigma_star", "d", "examples", "loss", "bias", "top"))
+    k = len(out["sigma_star"])
+    bias = schema.flag(task, "bias", error)
+    out = out | {"d": schema.integer(task, "d", k, k, error, bound="len(sigma_star)")}
+    return out | {"top": schema.top(task, k, out["d"], error),
+                  "examples": schema.integer(task, "examples", 0, 0, error, note=" (0: the population loss)"),
+                  "loss": schema.choice(task, "loss", LOSSES, error), "bias": bias}
+
+
+def make_task(sweep) -> dict:
+    """sigma*, the diagonal of W* = diag(sqrt(sigma*), 0, ...) (d entries) and the flag `bias`."""
+    task = sweep.task
+    root = np.zeros(task["d"])
+    root[: len(task["sigma_star"])] = np.sqrt(task["sigma_star"])
+    return schema.arrays(sweep, {"sigma_star": task["sigma_star"], "w_star_diagonal": root}) | schema.switches(sweep, "bias")
+
+
+FAMILY = Family(
+    name="quadratic",
+    summary="Gissin et al. 2020 sec. 4.2: f(x) = ||W x||^2 (+ b), variance or squared loss, top eigenvalues of W^T W",
+    axes=("sigma0", "lr"),
+    task_keys={"sigma_star": "nonzero eigenvalues of W*^T W* (k numbers > 0)",
+               "d": "input dimension (default k)",
+               "examples": "number of Gaussian examples per seed (default 0: the population loss)",
+               "loss": "variance (Definition 2, default) or squared",
+               "bias": "a trainable global bias started at its optimum (default false)",
+               "top": "how many of the largest eigenvalues are observed (default k; targets only if k)"},
+    validate_task=validate_task,
+    build=lambda sweep: Quadratic(
+        d=sweep.task["d"], k=sweep.task["top"], loss_kind=sweep.task["loss"], examples=sweep.task["examples"]),
+    make_task=make_task,
+    observed=r"eigenvalues $\lambda_i(W^\top W)$",
+    targets=schema.targets_if_all_observed,
+)

@@ -18,6 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from dlsweep.models import schema
+from dlsweep.models.family import Family
+
 
 def _masked_power(w: jax.Array, n: jax.Array, max_n: int) -> jax.Array:
     """w**n for a traced integer 0 <= n <= max_n by binary exponentiation: one squaring per bit of
@@ -112,3 +115,14 @@ class Toy:
 
     def observe(self, params, hp, task):
         return {"sigma": self.sigma(params, hp)}
+
+
+FAMILY = Family(
+    name="toy",
+    summary="Gissin et al. 2020 sec. 2: sigma_i = w_i^N, loss 1/(2N^2) ||w^N - sigma*||^2, w_i(0) = sigma0^(1/N)",
+    axes=("depth", "sigma0", "lr"),
+    task_keys={"sigma_star": "target values sigma*_i > 0 (list of k numbers)"},
+    validate_task=schema.target_values,
+    build=lambda sweep: Toy(k=len(sweep.task["sigma_star"]), max_depth=int(max(sweep.axes["depth"]))),
+    toy_lr=lambda task, cell: float(cell["lr"]),
+)

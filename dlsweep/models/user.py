@@ -17,13 +17,15 @@ import dataclasses
 import hashlib
 import importlib.util
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dlsweep.model import hook
+from dlsweep.errors import SpecError
+from dlsweep.model import INTEGER_HPS, hook
+from dlsweep.models.family import Family
 
 REQUIRED = ("init", "loss", "observe")        # dlsweep.Model's methods (its optional ones: model.HOOKS)
 OBSERVED = r"observed values $\sigma_i$"      # figure label where the class gives no `observed`
@@ -230,3 +232,26 @@ def table_of(instance: Any, error: Error) -> dict:
         raise error("model", f"{cls.__name__} from {file} with {kwargs or 'no arguments'} is not the object given; "
                              f"give a model its class rebuilds (a dataclass whose fields are its arguments)")
     return table
+
+
+def family(reference: Reference, instance: Any, task_keys: Sequence[str], axes: Sequence[str]) -> Family:
+    """The family of a model from the user's file: it sweeps `lr` and whichever other axes the
+    spec gives, takes any `[task]` values as arrays (`task_values`), has targets where the
+    task gives `sigma_star`, and no baseline or theory."""
+    model = UserModel(reference, instance)
+    summary = next(iter((type(instance).__doc__ or "").strip().splitlines()), "")
+
+    def build(sweep):
+        hp = {axis: np.asarray(values[0], np.int32 if axis in INTEGER_HPS else sweep.dtype)
+              for axis, values in sweep.axes.items()}
+        error = lambda key, message: SpecError(f"{sweep.source}: key '{key}': {message}")  # noqa: E731
+        check_contract(model, hp, task_arrays(sweep.task, sweep.dtype), sweep.task.get("sigma_star"), error)
+        return model
+
+    return Family(
+        name=reference.label, summary=summary or f"{reference.class_name} from {reference.path}",
+        axes=("lr",), task_keys=dict.fromkeys(task_keys, "a value of the model's task"),
+        validate_task=task_values, build=build,
+        make_task=lambda sweep: task_arrays(sweep.task, sweep.dtype),
+        observed=getattr(instance, "observed", OBSERVED),
+        optional_axes=tuple(a for a in axes if a not in ("lr", "seed")), reference=reference)
