@@ -3,7 +3,8 @@ built from the model contract alone (`init`, `loss`, `observe`, and `draw` throu
 `draw_task`): `jax.jit` of ONE whole trajectory, called in a Python loop over the runs.
 
 One trajectory is a `lax.while_loop` over blocks of `check_every` steps; each step is plain GD
-p <- p - lr * jax.grad(model.loss), then the first-hitting steps of sigma_i >= level * sigma*_i
+p <- p - lr * jax.grad(model.loss) (for a sweep with another `[optimizer]`, that optimizer's optax
+transformation, as a researcher would take it from optax), then the first-hitting steps of sigma_i >= level * sigma*_i
 (the model observed after every step, where the sweep has levels), then, at the sweep's recorded
 steps, the loss and everything the model observes into a preallocated buffer. After each block the
 stop rule of `engine.settle`: non-finite or loss > blowup * loss0 -> diverged, restored to the
@@ -52,43 +53,51 @@ def trajectory(program: engine.Program, steps: int):
     def measured(params, hp, task):
         return model.loss(params, hp, task), model.observe(params, hp, task)
 
+    plain = program.optimizer.name == "sgd"
+
     def run(root_key, run_id, hp, task):
         params = model.init(jax.random.fold_in(root_key, run_id), hp, task)
+        optimizer = None if plain else program.optimizer.transformation(hp, program.dtype)
+        opt_state = None if plain else optimizer.init(params)
         loss0, observed0 = measured(params, hp, task)
         hit = jnp.full((observed0["sigma"].shape[0], len(program.levels)), -1, STEP)
         hit = update_hits(hit, params, hp, task, STEP(0))
         records = jax.tree.map(lambda v: jnp.zeros((n_records, *v.shape), v.dtype).at[0].set(v), (loss0, observed0))
 
         def step(i, carry):
-            params, hit, records, r = carry
+            (params, opt_state), hit, records, r = carry
             grads = jax.grad(model.loss)(params, hp, task)
-            params = jax.tree.map(lambda p, g: p - hp["lr"] * g, params, grads)
+            if plain:
+                params = jax.tree.map(lambda p, g: p - hp["lr"] * g, params, grads)
+            else:
+                updates, opt_state = optimizer.update(grads, opt_state, params)
+                params = jax.tree.map(lambda p, u: p + u, params, updates)
             t = i + 1
             hit = update_hits(hit, params, hp, task, t)
             due = (r < n_records) & (record_steps[jnp.minimum(r, n_records - 1)] == t)
             write = lambda rec: jax.tree.map(lambda buf, v: buf.at[r].set(v), rec, measured(params, hp, task))  # noqa: E731
             records = jax.lax.cond(due, write, lambda rec: rec, records)
-            return params, hit, records, r + due
+            return (params, opt_state), hit, records, r + due
 
         def block(carry):
-            start, _, params, hit, records, r, _, _ = carry
+            start, _, state, hit, records, r, _, _ = carry        # state: (params, optimizer state)
             end = jnp.minimum(start + k_check, steps)
-            new_params, new_hit, records, r = jax.lax.fori_loop(start, end, step, (params, hit, records, r))
-            loss = model.loss(new_params, hp, task)
-            finite = jnp.isfinite(loss) & jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(new_params)]))
+            new_state, new_hit, records, r = jax.lax.fori_loop(start, end, step, (state, hit, records, r))
+            loss = model.loss(new_state[0], hp, task)
+            finite = jnp.isfinite(loss) & jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(new_state[0])]))
             diverged = ~finite | (loss > program.blowup * loss0)
             small = (loss <= program.rel_loss * loss0) | (loss <= program.loss_below)
             converged = ~diverged & jnp.all(new_hit >= 0) & small
-            params, hit = jax.tree.map(lambda old, new: jnp.where(diverged, old, new), (params, hit), (new_params, new_hit))
-            return jnp.where(diverged, start, end), end, params, hit, records, r, diverged, converged
+            state, hit = jax.tree.map(lambda old, new: jnp.where(diverged, old, new), (state, hit), (new_state, new_hit))
+            return jnp.where(diverged, start, end), end, state, hit, records, r, diverged, converged
 
         def running(carry):
             start, _, _, _, _, _, diverged, converged = carry
             return (start < steps) & ~diverged & ~converged
 
         false = jnp.zeros((), bool)
-        carry = (STEP(0), STEP(0), params, hit, records, STEP(1), false, false)
-        steps_run, executed, params, hit, records, _, diverged, converged = jax.lax.while_loop(running, block, carry)
+        carry = (STEP(0), STEP(0), (params, opt_state), hit, records, STEP(1), false, false)
+        steps_run, executed, (params, _), hit, records, _, diverged, converged = jax.lax.while_loop(running, block, carry)
         final = measured(params, hp, task)
         after = record_steps > steps_run
         records = jax.tree.map(lambda buf, v: jnp.where(after.reshape(-1, *([1] * v.ndim)), v, buf), records, final)

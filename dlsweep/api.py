@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dlsweep import compare, engine, grid, models, progress, store
+from dlsweep import compare, engine, grid, models, optimizers, progress, store
 from dlsweep import spec as spec_module
 from dlsweep.analysis import incremental
 from dlsweep.figures import FIGURE_SUFFIXES, NEEDS_TARGETS, PLOT_KINDS
@@ -53,11 +54,29 @@ def default_folder(sweep: Sweep) -> Path:
 
 
 def _use_dtype(dtype: str) -> None:
-    """float64 needs JAX's x64 mode, switched on before the sweep's arrays exist."""
+    """float64 needs JAX's x64 mode, switched on before the sweep's arrays exist (the verbs that
+    compute restore the caller's mode when they return: `_restores_x64`)."""
     if dtype == "float64":
         import jax
 
         jax.config.update("jax_enable_x64", True)
+
+
+def _restores_x64(verb):
+    """A verb that may switch JAX's x64 mode on for a float64 sweep leaves the caller's mode as it
+    found it: what it returns is NumPy and pandas, so no array outlives the switch."""
+    @functools.wraps(verb)
+    def restoring(*args, **kwargs):
+        import jax
+
+        before = jax.config.jax_enable_x64
+        try:
+            return verb(*args, **kwargs)
+        finally:
+            if jax.config.jax_enable_x64 != before:
+                jax.config.update("jax_enable_x64", before)
+
+    return restoring
 
 
 def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
@@ -190,6 +209,7 @@ def _fresh_manifest(sweep: Sweep, program: engine.Program, flat: grid.Grid, task
     return store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size, group)), group)
 
 
+@_restores_x64
 def plan_run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
              chunk_size: int | None = None, overwrite: bool = False, max_chunks: int | None = None,
              shard: tuple[int, int] | None = None, model: Any = None) -> Plan:
@@ -226,6 +246,7 @@ def plan_run(spec: str | Path | Sweep, out: str | Path | None = None, overrides:
                 disk=_disk(sweep, program, task, len(chunks)))
 
 
+@_restores_x64
 def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
         chunk_size: int | None = None, overwrite: bool = False, progress_bar: bool | None = None,
         max_chunks: int | None = None, shard: tuple[int, int] | None = None,
@@ -355,6 +376,7 @@ def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, flat: grid
     return chunk_steps
 
 
+@_restores_x64
 def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str | list[tuple[int, int]] = "adjacent",
                method: str = "grid", rtol: float = 1e-4, write: bool = True,
                out: str | Path | None = None) -> pd.DataFrame:
@@ -518,6 +540,7 @@ OBSERVABLES = ("nuclear_norm", "reconstruction_error")     # the default panels 
 RATE_WINDOW = 0.1      # pc_rates fits ln distance while it is above this fraction of its largest value
 
 
+@_restores_x64
 def pc_rates(folder: str | Path, at: dict[str, float] | None = None) -> pd.DataFrame:
     """Measured convergence rates along the data's principal directions, beside Hacohen &
     Weinshall's prediction (eq. 10): for every run, the slope of ln pc_distance_j against the step
@@ -559,6 +582,7 @@ def pc_rates(folder: str | Path, at: dict[str, float] | None = None) -> pd.DataF
                  predicted=("predicted", "mean")))
 
 
+@_restores_x64
 def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y: str | None = None,
              color: str | None = None, pair: tuple[int, int] | None = None, s: float = 0.05, f: float = 0.95,
              out: str | Path | None = None, title: str | None = None, at: dict[str, float] | None = None) -> list[Path]:
@@ -823,6 +847,7 @@ def _two_axes(sweep: Sweep, x: str, y: str) -> tuple[str, str]:
     return x, y
 
 
+@_restores_x64
 def pc_spread(folder: str | Path) -> pd.DataFrame:
     """The spread over networks of the distance to the optimum along each principal direction
     (Hacohen & Weinshall, Figure 4's std over networks): per cell of the axes other than `seed`,
@@ -1023,9 +1048,11 @@ def show(folder: str | Path) -> dict:
 
 
 def list_models() -> pd.DataFrame:
-    """The model families with their axes and task keys."""
+    """The model families with their axes (the optional ones, the seed and the optimizer's
+    hyperparameters in parentheses) and task keys."""
     return pd.DataFrame([
-        {"model": f.name, "axes": ", ".join(f.axes) + " (+ seed)",
+        {"model": f.name, "axes": ", ".join(f.axes) + f" (+ {', '.join([*f.optional_axes, 'seed'])}; an optimizer's "
+                                                      f"{', '.join(optimizers.HYPERPARAMETERS)})",
          "task": ", ".join(f.task_keys), "summary": f.summary}
         for f in models.FAMILIES.values()
     ])

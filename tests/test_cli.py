@@ -180,10 +180,12 @@ def test_show_a_partial_run_reports_missing_chunks(tmp_path, small_dataset, caps
 
 
 def test_models_lists_the_toy_model(capsys):
+    """`dlsweep models` lists every family by name (alphabetically), the toy with its axes and task."""
     code, out, err = run_main(capsys, "models")
     assert code == 0 and err == ""
-    assert out.splitlines()[0] == "toy"
-    assert "axes: depth, sigma0, lr (+ seed)" in out and "task: sigma_star" in out
+    names = [line for line in out.splitlines() if line and not line.startswith(" ")]
+    assert names == sorted(names) and "toy" in names
+    assert "axes: depth, sigma0, lr (+ seed; an optimizer's momentum, b1, b2, eps)" in out and "task: sigma_star" in out
 
 
 # ----------------------------------------------------------------------------- errors

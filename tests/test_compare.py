@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from dlsweep import compare, spec
+from dlsweep.models import diagonal
 
 
 def dictionary(rows: int = 80, atoms: int = 1000, seed: int = 0) -> np.ndarray:
@@ -68,7 +69,8 @@ def test_omp_agreement_per_run_uses_the_runs_sparsity_and_selection():
     stranger = next(i for i in range(1000) if i not in support)
     runs = pd.DataFrame({"sparsity": [3, 3, 1], "selected": [picks, np.array([picks[0], picks[1], stranger]),
                                                               np.array([stranger, picks[0]])]})
-    got = compare.OMP.columns(compare.OMP.fit(task), runs)["omp_agreement"]
+    omp = compare.omp(diagonal.target)
+    got = omp.columns(omp.fit(task), runs)["omp_agreement"]
     np.testing.assert_allclose(got, [1.0, 2 / 3, 0.0], rtol=1e-15)
 
 

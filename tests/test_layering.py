@@ -24,7 +24,8 @@ LAYERS = [
     ["plan"],
     ["engine"],
     ["analysis.incremental"],
-    ["store", "grid", "progress", "analysis", "analysis.theory"],
+    ["store", "grid", "progress", "analysis", "analysis.theory", "analysis.theory.hacohen"],
+    ["analysis.theory.gissin", "analysis.theory.gidel", "analysis.theory.azulay"],
     ["errors", "warning", "figures", "model", "optimizers", "interrupt", "models.schema", "models.layers"],
 ]
 LEAVES = set(LAYERS[-1])
