@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dlsweep import api, compare
+from dlsweep import api, compare, spec
 from dlsweep.store import StoreError
 from dlsweep.warning import DlsweepWarning
 
@@ -305,7 +305,7 @@ def run(name: str, quick: bool = False, out_root: str | Path = "runs", progress_
 def _missing_baseline(name: str, overrides: list[str]) -> str | None:
     """The package that the comparison of the reproduction's sweep needs (`compare = true`) and
     that is not installed, or None."""
-    sweep = api.spec_module.load(spec_path(name), overrides)
+    sweep = spec.load(spec_path(name), overrides)
     baseline = sweep.family.baseline(sweep.task) if sweep.compare else None
     if baseline is None or compare.available(baseline.requires):
         return None
@@ -321,7 +321,7 @@ def _combined_figure(repro: Reproduction, folder: Path) -> Path:
     titles = {variant.folder: variant.title for variant in repro.variants}
     panels = [(panel, [(titles[sub], api.load_trajectories(folder / sub)) for sub in subs]) for panel, subs in groups]
     first = folder / repro.variants[0].folder
-    sweep = api.spec_module.load(first / "sweep.toml")
+    sweep = spec.load(first / "sweep.toml")
     _, heading = api.figure_slice(api.load(first), sweep, None, repro.paper, first)
     path = folder / "figures" / f"{column}-variants.png"
     plot.save(plot.variant_curves(panels, column, title=heading), [path])
@@ -337,7 +337,7 @@ def _analyse(repro: Reproduction, folder: Path, title: str | None = None,
     if repro.thresholds:
         args = dict(repro.thresholds)
         if args["pairs"] == "first-vs-rest":
-            k = len(api.spec_module.load(folder / "sweep.toml").task["sigma_star"])
+            k = len(spec.load(folder / "sweep.toml").task["sigma_star"])
             args["pairs"] = [(0, j) for j in range(1, k)]
         api.thresholds(folder, **args)
         table_path = folder / api.THRESHOLDS_FILE

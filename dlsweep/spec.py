@@ -545,14 +545,20 @@ def _stop(table: dict, where: _Where) -> Stop:
 
 
 def dumps_toml(spec: Mapping[str, Any]) -> str:
-    """Write a resolved spec (scalars, lists, one level of tables) as TOML."""
-    scalars = [f"{k} = {_toml_value(v)}" for k, v in spec.items() if not isinstance(v, dict)]
+    """Write a spec as TOML: its scalars and lists, then one `[table]` per top-level table (tables
+    inside those as inline tables, e.g. an axis `{logspace = [a, b], num = n}`)."""
+    scalars = [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in spec.items() if not isinstance(v, dict)]
     tables = [
-        f"\n[{k}]\n" + "\n".join(f"{kk} = {_toml_value(vv)}" for kk, vv in v.items())
+        f"\n[{_toml_key(k)}]\n" + "\n".join(f"{_toml_key(kk)} = {_toml_value(vv)}" for kk, vv in v.items())
         for k, v in spec.items()
         if isinstance(v, dict)
     ]
     return "\n".join(scalars) + "\n" + "\n".join(tables) + "\n"
+
+
+def _toml_key(key: str) -> str:
+    """A bare key where TOML allows one (letters, digits, _ and -), else a quoted one."""
+    return key if key and all(c.isascii() and (c.isalnum() or c in "_-") for c in key) else _toml_string(key)
 
 
 def _toml_string(text: str) -> str:
@@ -572,4 +578,6 @@ def _toml_value(value: Any) -> str:
         return _toml_string(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {value!r} as TOML")

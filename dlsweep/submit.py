@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from dlsweep import api
+from dlsweep import spec as spec_module
 from dlsweep.spec import SpecError, Sweep, check_counts
 from dlsweep.store import StoreError
 
@@ -56,7 +57,7 @@ def submit(spec: str | Path | Sweep, shards: int, executor: str = "local", out: 
            chunk_size: int | None = None, wait: bool | None = None) -> Submitted:
     """Run a sweep as `shards` jobs sharing one dataset folder. Waits for the jobs (and raises if
     one failed) when `wait`, by default for the local executor only."""
-    sweep = spec if isinstance(spec, Sweep) else api.spec_module.load(spec, overrides)
+    sweep = spec if isinstance(spec, Sweep) else spec_module.load(spec, overrides)
     check_counts({"shards": shards, "chunk_size": chunk_size})
     if executor not in EXECUTORS:
         raise SpecError(f"executor={executor!r}: expected one of {', '.join(EXECUTORS)}")

@@ -5,7 +5,6 @@ Python process."""
 from __future__ import annotations
 
 import copy
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -53,30 +52,6 @@ LONG = {
 LONG_CHUNK = 2           # -> 10 chunks
 
 
-def _value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {_value(v)}" for k, v in value.items()) + "}"
-    raise TypeError(value)
-
-
-def toml_text(raw: dict) -> str:
-    """TOML for a raw spec: scalars, then one [table] per dict (nested dicts inline)."""
-    lines = [f"{k} = {_value(v)}" for k, v in raw.items() if not isinstance(v, dict)]
-    for key, table in raw.items():
-        if isinstance(table, dict):
-            lines.append(f"\n[{key}]")
-            lines += [f"{k} = {_value(v)}" for k, v in table.items()]
-    return "\n".join(lines) + "\n"
-
-
 def merged(base: dict, changes: dict) -> dict:
     """`base` with `changes` applied; dict values update the table of the same name."""
     raw = copy.deepcopy(base)
@@ -93,6 +68,8 @@ def write_spec(tmp_path):
     """write_spec(changes=None, base=SMALL, name="spec.toml", drop=()) -> path of a TOML spec."""
 
     def write(changes: dict | None = None, base: dict = SMALL, name: str = "spec.toml", drop=()) -> Path:
+        from dlsweep import spec
+
         raw = merged(base, changes or {})
         for key in drop:
             table, _, sub = key.partition(".")
@@ -101,7 +78,7 @@ def write_spec(tmp_path):
             else:
                 del raw[table]
         path = tmp_path / name
-        path.write_text(toml_text(raw))
+        path.write_text(spec.dumps_toml(raw))
         return path
 
     return write
@@ -119,8 +96,10 @@ def run_cli():
 
 def spec_file(tmp_path_factory, raw: dict) -> Path:
     """`raw` written as a TOML spec file named after the sweep."""
+    from dlsweep import spec
+
     path = tmp_path_factory.mktemp("specs") / f"{raw['name']}.toml"
-    path.write_text(toml_text(raw))
+    path.write_text(spec.dumps_toml(raw))
     return path
 
 

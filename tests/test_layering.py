@@ -18,6 +18,10 @@ LAYERS = [
     ["dlsweep", "cli"],
     ["reproduce", "submit"],
     ["api"],
+    ["drawing"],
+    ["analyses", "thresholding"],
+    ["sweeping"],
+    ["slices"],
     ["plot", "spec"],
     ["models", "models.*"],
     ["compare"],
@@ -29,8 +33,10 @@ LAYERS = [
     ["errors", "warning", "figures", "model", "optimizers", "interrupt", "models.schema", "models.layers"],
 ]
 LEAVES = set(LAYERS[-1])
-FAMILY_MODULES = ("toy", "matrix_sensing", "quadratic", "diagonal", "conv", "linear_net", "diagonal_net", "neuron")
-NO_MODEL_NAMES = ("engine", "store", "grid", "plan", "spec", "analysis.incremental", "plot", "figures")
+FAMILY_MODULES = tuple(sorted(path.stem for path in (PACKAGE / "models").glob("*.py")    # by their source
+                             if "\nFAMILY = Family(" in path.read_text()))
+NO_MODEL_NAMES = ("engine", "store", "grid", "plan", "spec", "sweeping", "thresholding", "analysis.incremental", "plot",
+                  "figures", "drawing", "slices")
 
 
 def _name(path: Path) -> str:
@@ -99,9 +105,17 @@ def test_nothing_above_the_models_names_a_family(module):
 
 
 def test_every_family_module_defines_its_family():
-    """Each family module defines FAMILY, and models.FAMILIES is exactly those."""
+    """models.FAMILIES is exactly the FAMILY of each module that defines one, named as its module:
+    adding a family is adding its module."""
     from dlsweep import models
 
-    assert set(models.FAMILIES) == set(FAMILY_MODULES)
+    assert len(FAMILY_MODULES) >= 8 and set(models.FAMILIES) == set(FAMILY_MODULES)
     for name in FAMILY_MODULES:
         assert models.FAMILIES[name] is __import__(f"dlsweep.models.{name}", fromlist=["FAMILY"]).FAMILY
+
+
+def test_every_figure_kind_has_its_function():
+    """The figure registry (`drawing.FIGURES`) draws exactly the kinds the command line offers."""
+    from dlsweep import drawing, figures
+
+    assert sorted(drawing.FIGURES) == sorted(figures.PLOT_KINDS)

@@ -106,10 +106,8 @@ RAW = {"name": "own", "model": "model.py:TwoFactor", "steps": 200, "task": {"sig
 
 
 def _spec(folder: Path, raw=RAW) -> Path:
-    from conftest import toml_text
-
     path = folder / "spec.toml"
-    path.write_text(toml_text(raw))
+    path.write_text(spec.dumps_toml(raw))
     return path
 
 

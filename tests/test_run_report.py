@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from conftest import SMALL_CHUNK, run_main, warning_lines
-from dlsweep import api, grid, plan, spec, store
+from dlsweep import api, grid, plan, spec, store, sweeping
 
 N_SMALL = 12                            # conftest.SMALL: depth 3 x sigma0 4 x lr 1
 N_SMALL_CHUNKS = N_SMALL // SMALL_CHUNK
@@ -31,13 +31,13 @@ def test_grid_limit_is_a_share_of_memory():
 def test_run_says_its_size_before_compiling_and_an_eta_after_the_first_chunk(tmp_path, small_spec, capsys,
                                                                                monkeypatch):
     printed_before_compile = []
-    compile_sweep = api.compile_sweep
+    compile_sweep = sweeping.compile_sweep
 
     def spy(*args, **kwargs):
         printed_before_compile.append(capsys.readouterr().out)
         return compile_sweep(*args, **kwargs)
 
-    monkeypatch.setattr(api, "compile_sweep", spy)
+    monkeypatch.setattr(sweeping, "compile_sweep", spy)
     out = tmp_path / "o"
     code, stdout, err = run_main(capsys, "run", small_spec, "--out", out, "--chunk-size", SMALL_CHUNK)
     assert code == 0 and err == ""

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import SMALL, merged, toml_text
+from conftest import SMALL, merged
 from dlsweep import api, models, spec
 from dlsweep.spec import SpecError
 from dlsweep.warning import DlsweepWarning
@@ -459,7 +459,7 @@ def test_any_valid_spec_round_trips_through_toml(tmp_path_factory, raw):
     is built from the raw mapping, as TOML text, so it goes through the same parser)."""
     folder = tmp_path_factory.mktemp("rt")
     source = folder / "spec.toml"
-    source.write_text(toml_text(raw))
+    source.write_text(spec.dumps_toml(raw))
     sweep = spec.load(source)
     assert tomllib.loads(sweep.to_toml())["name"] == raw["name"]
     _assert_round_trip(sweep, folder)

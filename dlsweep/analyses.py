@@ -1,0 +1,82 @@
+"""The analyses of one family's runs beyond thresholds: the deep linear network's distance to the
+optimum along each principal direction of the data (`pc_spread`) and its per-direction rates
+against Hacohen & Weinshall's eq. 10 (`pc_rates`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dlsweep import engine, store
+from dlsweep import spec as spec_module
+from dlsweep.analysis import incremental
+from dlsweep.models import linear_net
+from dlsweep.slices import check_at, first_slice, only
+from dlsweep.store import load, load_trajectories
+from dlsweep.sweeping import compile_inputs, restores_x64, spec_file
+
+
+RATE_WINDOW = 0.1      # pc_rates fits ln distance while it is above this fraction of its largest value
+
+@restores_x64
+def pc_rates(folder: str | Path, at: dict[str, float] | None = None) -> pd.DataFrame:
+    """Measured convergence rates along the data's principal directions, beside Hacohen &
+    Weinshall's prediction (eq. 10): for every run, the slope of ln pc_distance_j against the step
+    (`theory.fit_pc_rates`), with lambda_j the
+    eigenvalues of its seed's Sigma_x (as the program drew it; 1 or 0 once whitened). One row per
+    (depth, lr, j) with the mean `rate` and `rate_std` over seeds, `eigenvalue` and `predicted` =
+    -ln|1 - lr N lambda_j|, for the runs that did not diverge at the first value of every other
+    axis; directions outside the support of Sigma_x (no gradient reaches them) are left out. The
+    fit covers the decay to RATE_WINDOW of the largest distance: the prediction assumes the
+    layers' gradient scale matrices at the identity, as at the init, and deeper networks leave it.
+    `at` (e.g. {"depth": 2}) keeps the runs at those axis values."""
+    from dlsweep.analysis import theory
+
+    folder = Path(folder)
+    sweep = spec_module.load(spec_file(folder))
+    check_at(sweep, at)
+    runs, traj = only(load(folder), at), load_trajectories(folder)
+    columns = store.vector_columns(traj, "pc_distance")
+    if not columns or "depth" not in runs:
+        raise incremental.ThresholdError(f"{folder}: per-PC rates need a depth axis and pc_distance columns (linear_net)")
+    program, _, task = compile_inputs(sweep)
+    eigenvalues = {}
+    rows = []
+    for _, run in first_slice(runs[~runs.diverged], [a for a in sweep.axes if a not in ("depth", "lr", "seed")]).iterrows():
+        seed = int(run.get("seed", 0))
+        if seed not in eigenvalues:
+            eigenvalues[seed] = np.linalg.eigvalsh(engine.draw_task(program, task, seed, sweep.seed)["sigma_x"])[::-1]
+        path = traj[traj.run_id == run.run_id]
+        rates = theory.fit_pc_rates(path["step"].to_numpy(), path[columns].to_numpy(), floor=RATE_WINDOW)
+        predicted, _ = theory.predicted_pc_rates(eigenvalues[seed], run.lr, run.depth)
+        rows.append(pd.DataFrame({"depth": run.depth, "lr": run.lr, "seed": seed, "j": np.arange(len(columns)),
+                                  "eigenvalue": eigenvalues[seed], "rate": rates, "predicted": predicted}))
+    if not rows:
+        raise incremental.ThresholdError(f"{folder}: every run diverged; no rates to measure")
+    table = pd.concat(rows, ignore_index=True)
+    table = table[table.eigenvalue > linear_net.SUPPORT_RTOL * table.groupby("seed").eigenvalue.transform("max")]
+    return (table.groupby(["depth", "lr", "j"], as_index=False)
+            .agg(eigenvalue=("eigenvalue", "mean"), rate=("rate", "mean"), rate_std=("rate", "std"),
+                 predicted=("predicted", "mean")))
+
+@restores_x64
+def pc_spread(folder: str | Path) -> pd.DataFrame:
+    """The spread over networks of the distance to the optimum along each principal direction
+    (Hacohen & Weinshall, Figure 4's std over networks): per cell of the axes other than `seed`,
+    recorded step and direction j, the `mean`, standard deviation `std` (ddof 1; NaN for one seed)
+    and count `seeds` of pc_distance_j over the seeds' runs that did not diverge (a run that
+    converged early stops counting after its last recorded step)."""
+    folder = Path(folder)
+    sweep = spec_module.load(spec_file(folder))
+    runs, traj = load(folder), load_trajectories(folder)
+    columns = store.vector_columns(traj, "pc_distance")
+    if not columns:
+        raise incremental.ThresholdError(f"{folder}: the per-PC spread needs pc_distance columns (model linear_net)")
+    cells = [a for a in sweep.axes if a != "seed"]
+    data = traj[["run_id", "step", *columns]].merge(runs.loc[~runs.diverged, ["run_id", *cells]], on="run_id")
+    distances = data.melt(id_vars=[*cells, "step"], value_vars=columns, var_name="j", value_name="distance")
+    distances["j"] = distances.j.str.rsplit("_", n=1).str[1].astype(int)
+    return (distances.groupby([*cells, "step", "j"], as_index=False)
+            .agg(mean=("distance", "mean"), std=("distance", "std"), seeds=("distance", "size")))
