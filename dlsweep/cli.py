@@ -25,8 +25,8 @@ from dlsweep.warning import DlsweepWarning
 
 INTERRUPTED = "dlsweep: interrupted"
 RESUMABLE = ("run", "reproduce")          # verbs whose interrupted work the next call resumes
-# The library (JAX, pandas, matplotlib) is imported by the verb that needs it, inside `main`'s
-# Ctrl-C handling: `dlsweep --help` and a mistyped command answer at once.
+# The library (JAX, pandas) is imported once the command line is parsed, inside `main`'s Ctrl-C
+# handling: `dlsweep --help` and a mistyped command answer at once.
 
 DESCRIPTION = ("Sweeps of gradient-descent trajectories in deep linear models, each grid run as one compiled JAX "
                "program into a Parquet dataset; thresholds of incremental learning, figures and reproductions "
@@ -416,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             python_warning(message, category, filename, lineno, file, line)
 
+    with interrupt.exits_at_once(INTERRUPTED):     # the library (JAX takes seconds): Ctrl-C exits cleanly here too
+        import dlsweep.api  # noqa: F401
     resume = "; finished chunks are kept, run again to resume" if args.verb in RESUMABLE else ""
     with warnings.catch_warnings(), interrupt.exits_at_once(INTERRUPTED + resume):
         warnings.showwarning = show_warning
