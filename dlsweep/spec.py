@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dlsweep import models, optimizers
+from dlsweep import models, optimizers, schema
 from dlsweep.errors import SpecError
 from dlsweep.model import INTEGER_HPS, hook
 from dlsweep.models import user
@@ -228,13 +228,14 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: Mappin
                                    f'own, "FILE.py:Class"')
     model_name = family.name
 
-    steps = _integer(raw.get("steps", None), "steps", where, minimum=1, required=True)
+    _required(raw, "steps", where)
+    steps = schema.integer(raw, "steps", None, 1, where.error)
     if steps > MAX_STEPS:
         raise where.error("steps", f"expected at most {MAX_STEPS} (steps are counted in int32), got {steps}")
     dtype = raw.get("dtype", "float32")
     if dtype not in DTYPES:
         raise where.error("dtype", f"expected one of {DTYPES}, got {dtype!r}")
-    seed = _integer(raw.get("seed", 0), "seed", where, minimum=0)
+    seed = schema.integer(raw, "seed", 0, 0, where.error)
     if seed > INT_AXIS_RANGE["seed"][1]:
         raise where.error("seed", f"expected an integer in [0, {INT_AXIS_RANGE['seed'][1]}], got {seed}")
 
@@ -337,7 +338,7 @@ def _optimizer(table: dict, kind: optimizers.Kind, axes: Mapping[str, np.ndarray
                                                                  f"place: a value here or the axis")
             continue
         value = table.get(hyperparameter, default)
-        if not _is_number(value):
+        if not schema.is_number(value):
             raise where.error(f"optimizer.{hyperparameter}", f"expected a number, got {value!r}")
         checked = _check_hyperparameter(np.asarray([value], np.float64), hyperparameter, kind.ranges[hyperparameter],
                                         f"optimizer.{hyperparameter}", dtype, where)
@@ -356,10 +357,12 @@ def _reject_unknown_axes(axes: Mapping, allowed: Sequence[str], where: _Where) -
 
 
 def _reject_unknown(table: Mapping, allowed: Sequence[str], prefix: str, where: _Where) -> None:
-    for key in table:
-        if key not in allowed:
-            full = f"{prefix}.{key}" if prefix else key
-            raise where.error(full, f"unknown key; expected one of: {', '.join(allowed)}")
+    schema.reject_unknown(table, allowed, _in_table(prefix, where))
+
+
+def _in_table(prefix: str, where: _Where) -> schema.Error:
+    """`where.error` for the keys of the table `prefix` ("" for the top level)."""
+    return lambda key, message: where.error(f"{prefix}.{key}" if prefix else key, message)
 
 
 def _required(raw: Mapping, key: str, where: _Where) -> Any:
@@ -379,30 +382,6 @@ def _table(raw: Mapping, key: str, where: _Where, required: bool = True) -> dict
     return value
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _integer(value: Any, key: str, where: _Where, minimum: int, required: bool = False) -> int:
-    if value is None and required:
-        raise where.error(key, "missing (required)")
-    if not _is_int(value) or value < minimum:
-        raise where.error(key, f"expected an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _number(value: Any, key: str, where: _Where, low: float, low_open: bool = True) -> float:
-    ok = _is_number(value) and math.isfinite(value) and (value > low if low_open else value >= low)
-    if not ok:
-        bound = f"> {low:g}" if low_open else f">= {low:g}"
-        raise where.error(key, f"expected a finite number {bound}, got {value!r}")
-    return float(value)
-
-
 def _axis_values(value: Any, axis: str, dtype: str, where: _Where,
                  bounds: tuple[float, float, bool] | None = None) -> np.ndarray:
     """An axis's values, checked; `bounds`: an optimizer hyperparameter's range (`optimizers.Kind`)."""
@@ -411,7 +390,7 @@ def _axis_values(value: Any, axis: str, dtype: str, where: _Where,
         values = _axis_range(value, key, where)
     elif isinstance(value, list):
         values = value
-    elif _is_number(value):
+    elif schema.is_number(value):
         values = [value]
     else:
         raise where.error(key, "expected a list, a number, or {logspace = [a, b], num = n} / {linspace = [a, b], num = n}"
@@ -419,7 +398,7 @@ def _axis_values(value: Any, axis: str, dtype: str, where: _Where,
     if len(values) == 0:
         raise where.error(key, "empty axis: give at least one value")
     for i, v in enumerate(values):
-        if not _is_number(v) or not math.isfinite(v):
+        if not schema.is_number(v) or not math.isfinite(v):
             raise where.error(key, f"expected finite numbers, got {v!r} (entry {i})")
     values = np.asarray(values)
     checked = (_check_axis(axis, values, key, dtype, where) if bounds is None
@@ -448,10 +427,10 @@ def _axis_range(table: dict, key: str, where: _Where) -> list[float]:
         raise where.error(key, f"expected {{logspace = [a, b], num = n}} or {{linspace = [a, b], num = n}}, got {table!r}")
     kind = kinds[0]
     bounds = table[kind]
-    if not (isinstance(bounds, list) and len(bounds) == 2 and all(_is_number(b) and math.isfinite(b) for b in bounds)):
+    if not (isinstance(bounds, list) and len(bounds) == 2 and all(schema.is_number(b) and math.isfinite(b) for b in bounds)):
         raise where.error(f"{key}.{kind}", f"expected two finite numbers [a, b], got {bounds!r}")
     num = table.get("num")
-    if not _is_int(num) or num < 1:
+    if not schema.is_int(num) or num < 1:
         raise where.error(f"{key}.num", f"expected an integer >= 1, got {num!r}")
     too_large = grid_too_large({key.removeprefix("axes."): num})     # before the values exist
     if too_large:
@@ -512,14 +491,14 @@ def _record(table: dict, steps: int, where: _Where, has_targets: bool = True) ->
     schedule = table.get("schedule", default.schedule)
     if schedule not in SCHEDULES:
         raise where.error("record.schedule", f"expected one of {SCHEDULES}, got {schedule!r}")
-    points = _integer(table.get("points", default.points), "record.points", where, minimum=2)
+    points = schema.integer(table, "points", default.points, 2, _in_table("record", where))
     if points > MAX_RECORD_POINTS:
         raise where.error("record.points", f"expected at most {MAX_RECORD_POINTS} record points, got {points}")
     levels = table.get("levels", list(default.levels))
     if not isinstance(levels, list):
         raise where.error("record.levels", f"expected a list of levels in (0, 1] ([] for no hitting times), got {levels!r}")
     for level in levels:
-        if not _is_number(level) or not 0 < level <= 1:
+        if not schema.is_number(level) or not 0 < level <= 1:
             raise where.error("record.levels", f"expected levels in (0, 1], got {level!r}")
     levels = tuple(sorted({float(level) for level in levels}))
     if levels and not has_targets:
@@ -534,10 +513,11 @@ def _record(table: dict, steps: int, where: _Where, has_targets: bool = True) ->
 def _stop(table: dict, where: _Where) -> Stop:
     _reject_unknown(table, ("rel_loss", "blowup", "check_every", "loss"), "stop", where)
     default = Stop()
-    rel_loss = _number(table.get("rel_loss", default.rel_loss), "stop.rel_loss", where, 0.0, low_open=False)
-    blowup = _number(table.get("blowup", default.blowup), "stop.blowup", where, 1.0)
-    check_every = _integer(table.get("check_every", default.check_every), "stop.check_every", where, minimum=1)
-    loss = _number(table.get("loss", default.loss), "stop.loss", where, 0.0, low_open=False)
+    error = _in_table("stop", where)
+    rel_loss = schema.number(table, "rel_loss", default.rel_loss, 0.0, error, low_open=False)
+    blowup = schema.number(table, "blowup", default.blowup, 1.0, error)
+    check_every = schema.integer(table, "check_every", default.check_every, 1, error)
+    loss = schema.number(table, "loss", default.loss, 0.0, error, low_open=False)
     return Stop(rel_loss, blowup, check_every, loss)
 
 

@@ -29,8 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from dlsweep import compare
-from dlsweep.models import schema
+from dlsweep import compare, schema
 from dlsweep.models.family import Family
 from dlsweep.models.toy import integer_power
 
@@ -170,7 +169,7 @@ def validate_task(task: dict, error: schema.Error) -> dict:
     if top > d:
         raise error("top", f"expected at most d = {d} observed values, got {top}")
     select = task.get("select", 0.0)
-    if isinstance(select, bool) or not isinstance(select, (int, float)) or not math.isfinite(select) or select < 0:
+    if not schema.is_number(select) or not math.isfinite(select) or select < 0:
         raise error("select", f"expected a finite number >= 0 (0: no selection recorded), got {select!r}")
     out = {"w_star": w_star, "d": d, "examples": examples, "normalize": normalize, "loss": loss, "top": top,
            "select": float(select)}

@@ -27,8 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from dlsweep import compare
-from dlsweep.models import schema
+from dlsweep import compare, schema
 from dlsweep.models.family import Family
 from dlsweep.models.layers import layer_scales
 

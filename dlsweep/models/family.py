@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dlsweep.models import schema
+from dlsweep import schema
 
 if TYPE_CHECKING:
     from dlsweep.compare import Baseline

@@ -53,7 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from dlsweep.models import schema
+from dlsweep import schema
 from dlsweep.models.family import Family
 from dlsweep.models.layers import layer_scales, select
 
@@ -261,7 +261,7 @@ def _spectrum(task: dict, error: schema.Error, default: tuple | None) -> tuple[f
         if "eigenvalues" in task:
             raise error("power_law", "give either eigenvalues or power_law, not both")
         a = task["power_law"]
-        if isinstance(a, bool) or not isinstance(a, (int, float)) or not math.isfinite(a) or a < 0:
+        if not schema.is_number(a) or not math.isfinite(a) or a < 0:
             raise error("power_law", f"expected an exponent >= 0, got {a!r}")
         if "d" not in task:
             raise error("d", "missing: a power_law spectrum needs the dimension d")

@@ -22,8 +22,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from dlsweep import compare
-from dlsweep.models import schema
+from dlsweep import compare, schema
 from dlsweep.models.diagonal_net import (SPARSE_REGRESSION_KEYS, SparseRegressionModel, sparse_regression,
                                          validate_sparse_regression)
 from dlsweep.models.family import Family

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from dlsweep.models import schema
+from dlsweep import schema
 from dlsweep.models.family import Family
 
 

@@ -1,12 +1,14 @@
-"""The shared toolkit of the families' `[task]` schemas: validators that name the key and what
-was expected (each raises `error(key, message)`), and the task's arrays. A task is a dict of
-arrays passed unbatched (`in_axes=None`); random data (measurements, datasets) is drawn inside
-the program by the model's `draw`, per value of the `seed` axis (`engine.chunk_task`)."""
+"""The validation toolkit of every spec table (the spec's own keys and each family's `[task]`):
+validators that take a table and a key and raise `error(key, message)` naming the key and what
+was expected; and the task's arrays. A task is a dict of arrays passed unbatched (`in_axes=None`);
+random data (measurements, datasets) is drawn inside the program by the model's `draw`, per
+value of the `seed` axis (`engine.chunk_task`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import jax.numpy as jnp
 
@@ -14,10 +16,26 @@ Error = Callable[[str, str], Exception]
 DEFAULT_TOP = 5          # observed values of a family whose targets do not fix how many
 
 
-def reject_unknown(task: dict, known: tuple[str, ...], error: Error) -> None:
-    for key in task:
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def reject_unknown(table: Mapping, known: Sequence[str], error: Error) -> None:
+    for key in table:
         if key not in known:
-            raise error(key, f"unknown key; expected: {', '.join(known)}")
+            raise error(key, f"unknown key; expected one of: {', '.join(known)}")
+
+
+def number(table: Mapping, key: str, default: float, low: float, error: Error, low_open: bool = True) -> float:
+    """A finite number > low (>= low where not `low_open`)."""
+    value = table.get(key, default)
+    if not (is_number(value) and math.isfinite(value) and (value > low if low_open else value >= low)):
+        raise error(key, f"expected a finite number {'>' if low_open else '>='} {low:g}, got {value!r}")
+    return float(value)
 
 
 def positive_numbers(task: dict, key: str, error: Error, allow_zero: bool = False) -> tuple[float, ...]:
@@ -29,7 +47,7 @@ def positive_numbers(task: dict, key: str, error: Error, allow_zero: bool = Fals
     if not isinstance(values, list) or not values:
         raise error(key, f"expected a non-empty list of numbers {bound}, got {values!r}")
     for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        if not is_number(v) or not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
             raise error(key, f"expected numbers {bound}, got {v!r} (entry {i})")
     if not any(values):
         raise error(key, f"expected at least one nonzero entry, got {values!r}")
@@ -40,17 +58,17 @@ def signed_numbers(task: dict, key: str, error: Error, also: str = "") -> tuple[
     """A required non-empty list of finite numbers, not all 0 (`also`: the other accepted forms)."""
     values = task.get(key)
     if not isinstance(values, list) or not values or not all(
-            not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+            is_number(v) and math.isfinite(v) for v in values):
         raise error(key, f"expected a non-empty list of finite numbers{also}, got {values!r}")
     if not any(values):
         raise error(key, f"expected at least one nonzero entry, got {values!r}")
     return tuple(float(v) for v in values)
 
 
-def integer(task: dict, key: str, default: int, minimum: int, error: Error, bound: str = "", note: str = "") -> int:
+def integer(task: Mapping, key: str, default: int | None, minimum: int, error: Error, bound: str = "", note: str = "") -> int:
     """An integer >= minimum; the message names the bound ("len(sigma_star) = 2") and a note."""
     value = task.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if not is_int(value) or value < minimum:
         named = f"{bound} = {minimum}" if bound else f"{minimum}"
         raise error(key, f"expected an integer >= {named}{note}, got {value!r}")
     return value
@@ -59,7 +77,7 @@ def integer(task: dict, key: str, default: int, minimum: int, error: Error, boun
 def noise(task: dict, default: float, error: Error) -> float:
     """`noise`: a standard deviation >= 0."""
     value = task.get("noise", default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if not is_number(value) or not math.isfinite(value) or value < 0:
         raise error("noise", f"expected a standard deviation >= 0, got {value!r}")
     return float(value)
 
