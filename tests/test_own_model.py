@@ -181,3 +181,52 @@ def test_broken_model_files_are_clear_errors(tmp_path, case, capsys):
     assert len(err.strip().splitlines()) == 1 and str(path) in err, err
     assert pd.Series([err]).str.contains(message).all(), err
     assert not (tmp_path / "out").exists()
+
+
+def test_shards_show_and_trajectory_figures(tmp_path):
+    """A user's model runs in shards into one folder (like a built-in), `show` summarizes the
+    folder, and the trajectory figure draws its sigma_i with the class's `observed` label."""
+    folder = _model_dir(tmp_path, TWO_FACTOR)
+    path, out = _spec(folder, RAW | {"axes": RAW["axes"] | {"sigma0": [1e-3, 1e-2, 1e-1]}}), tmp_path / "sharded"
+    for shard in ((1, 2), (2, 2)):
+        api.run(path, out=out, chunk_size=1, shard=shard, progress_bar=False)
+    status = api.show(out)
+    assert status["status"] == "complete" and status["runs"] == "3 of 3" and status["model"] == "model.py:TwoFactor"
+    [figure] = api.plot_run(out, kind="trajectories", x="sigma0", y="imbalance")
+    assert figure.name == "trajectories.png" and figure.stat().st_size > 10_000
+
+
+SEEDED = '''
+import jax
+import jax.numpy as jnp
+
+
+class NoisyTarget:
+    """sigma = w (one layer), loss 1/2 ||w - t||^2 with t = sigma* + noise drawn per seed."""
+
+    def draw(self, key, task):
+        return {"target": task["sigma_star"] + 0.1 * jax.random.normal(key, task["sigma_star"].shape)}
+
+    def init(self, key, hp, task):
+        return {"w": jnp.full(task["sigma_star"].shape, hp["sigma0"])}
+
+    def loss(self, params, hp, task):
+        return 0.5 * jnp.sum((params["w"] - task["target"]) ** 2)
+
+    def observe(self, params, hp, task):
+        return {"sigma": params["w"]}
+'''
+
+
+def test_a_model_that_draws_data_per_seed(tmp_path, recwarn):
+    """The optional hook `draw` makes each seed's data inside the program: GD on 1/2 ||w - t||^2
+    converges to w = t, so the final sigma of two seeds differ (by the 0.1-scale noise) and equal
+    the seed's target; no warning that the seeds are identical."""
+    folder = _model_dir(tmp_path, SEEDED)
+    raw = {"name": "seeded", "model": "model.py:NoisyTarget", "steps": 2000, "task": {"sigma_star": [2.0, 1.0]},
+           "axes": {"sigma0": [0.1], "lr": [0.1], "seed": [0, 1]}, "record": {"points": 10, "levels": []}}
+    api.run(_spec(folder, raw), out=tmp_path / "out", progress_bar=False)
+    traj = api.load_trajectories(tmp_path / "out")
+    final = traj.sort_values(["run_id", "step"]).groupby("run_id")[["sigma_0", "sigma_1"]].last().to_numpy()
+    assert np.abs(final[0] - final[1]).max() > 1e-3 and np.abs(final - [2.0, 1.0]).max() < 0.5
+    assert not [w for w in recwarn if "identical" in str(w.message)]
