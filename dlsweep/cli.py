@@ -113,9 +113,10 @@ def _parser() -> argparse.ArgumentParser:
               "held fixed (the axes not drawn, steps, dtype; s and f where they matter), and a figure of a "
               "partial run says so.")
     pl.add_argument("folder", help="a run folder")
-    pl.add_argument("--kind", choices=PLOT_KINDS, default="heatmap", metavar="KIND",
-                    help=f"one of {', '.join(PLOT_KINDS)} (default heatmap: the phase diagram over sigma0 x "
-                         "depth); help(dlsweep.api.plot_run) describes each")
+    pl.add_argument("--kind", choices=PLOT_KINDS, default=None, metavar="KIND",
+                    help=f"one of {', '.join(PLOT_KINDS)} (default: the heatmap, the phase diagram over sigma0 x "
+                         "depth, where the task has targets; else the model's own figure, e.g. trajectories); "
+                         "help(dlsweep.api.plot_run) describes each")
     pl.add_argument("--x", help="heatmap x axis (default sigma0; --x r --y depth maps the thresholds); "
                                 "trajectories: the axis across panel columns (default depth)")
     pl.add_argument("--y", help="heatmap y axis (default depth); trajectories: the axis down panel rows (default sigma0)")

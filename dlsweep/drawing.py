@@ -32,7 +32,7 @@ PC_CURVES = (0, 1, 3, 7, 15, 31)     # the principal directions a pc_curves figu
 OBSERVABLES = ("nuclear_norm", "reconstruction_error")     # the default panels of an observables figure
 
 @restores_x64
-def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y: str | None = None,
+def plot_run(folder: str | Path, kind: str | None = None, x: str | None = None, y: str | None = None,
              color: str | None = None, pair: tuple[int, int] | None = None, s: float = 0.05, f: float = 0.95,
              out: str | Path | None = None, title: str | None = None, at: dict[str, float] | None = None) -> list[Path]:
     """Draw one figure of a run folder; it lands in `DIR/figures/<kind>[...].png` and at `out`.
@@ -40,6 +40,9 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     it does not draw, at the value it takes, steps, dtype, (s, f)) and, for a partial run, "partial:
     x of y chunks". Returns the paths written (the run folder's copy left out, with a warning,
     where the folder cannot take it and `out` did).
+
+    kind None: the heatmap where the run has targets and hitting levels, else the family's figure
+    (`Family.figure`: trajectories, or for Azulay's networks the summary).
 
     heatmap: x (default sigma0) by y (default depth), colour `status` of `pair` (default the two
     largest targets) or a numeric column (`log_hit_ratio`, `final_loss`, ...), with the measured
@@ -67,12 +70,13 @@ def plot_run(folder: str | Path, kind: str = "heatmap", x: str | None = None, y:
     sigma0 x shape), for diagonal_net at depth 2 with the theory's regime boundary. `at` picks one
     value of other axes (e.g. {"depth": 3}) before the figure takes the first of the rest."""
     folder = Path(folder)
-    if kind not in PLOT_KINDS:
+    if kind is not None and kind not in PLOT_KINDS:
         raise PlotError(f"kind={kind!r}: expected one of {', '.join(PLOT_KINDS)}")
     if out is not None and Path(out).suffix.lower() not in FIGURE_SUFFIXES:
         raise PlotError(f"out={str(out)!r}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
     sweep = spec_module.load(spec_file(folder))
     sigma_star = sweep.family.targets(sweep.task)
+    kind = kind or ("heatmap" if sigma_star is not None and sweep.record.levels else sweep.family.figure)
     check_at(sweep, at)
     runs = only(load(folder), at)
     column_heatmap = kind == "heatmap" and color is not None and color in runs.columns and color not in sweep.axes

@@ -225,6 +225,7 @@ def test_summary_and_column_heatmap_figures_name_their_errors(tmp_path):
             api.plot_run(tmp_path, **options)
     paths = api.plot_run(tmp_path, kind="heatmap", color="population_error")
     assert paths[0].name == "heatmap-sigma0-shape-population_error.png"
+    assert api.plot_run(tmp_path)[0].name == "summary-population_error-sigma0.png"    # no targets: its own figure
 
 
 # ----------------------------------------------------------------------------- the one-neuron network

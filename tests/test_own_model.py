@@ -230,3 +230,5 @@ def test_a_model_that_draws_data_per_seed(tmp_path, recwarn):
     final = traj.sort_values(["run_id", "step"]).groupby("run_id")[["sigma_0", "sigma_1"]].last().to_numpy()
     assert np.abs(final[0] - final[1]).max() > 1e-3 and np.abs(final - [2.0, 1.0]).max() < 0.5
     assert not [w for w in recwarn if "identical" in str(w.message)]
+    [figure] = api.plot_run(tmp_path / "out")       # no hitting levels: the family's figure, the trajectories
+    assert figure.name == "trajectories.png"

@@ -186,5 +186,6 @@ FAMILY = Family(
     targets=lambda task: None,
     baseline=compare.interpolators,
     optional_axes=("shape",),
+    figure="summary",
     theory_of_c=theory_of_c,
 )

@@ -49,4 +49,6 @@ class Family:
     # (1 - s^2) of a depth-2 init, as a function (model, each seed's data with its interpolators
     # (`compare.fit_interpolators`), cs) -> (values at cs, at the min-l1 and at the min-l2
     # interpolator), for the summary and heatmap figures; None where the family has none
+    figure: str = "trajectories"                  # the figure kind `plot_run` draws by default of a run
+    # whose task has no targets (with targets: the heatmap of incremental learning)
     reference: Reference | None = None            # a model from the user's file (`models.user`)

@@ -93,4 +93,5 @@ FAMILY = Family(
     targets=lambda task: None,
     baseline=compare.neuron_interpolators,
     optional_axes=("shape",),
+    figure="summary",
 )
