@@ -667,13 +667,13 @@ def test_figures_at_one_value_of_another_axis_draw_that_slice(tmp_path):
     """`at` picks the runs of a figure and the thresholds drawn over them alike. Expected, on a toy
     sweep over two learning rates: the heatmap at the second lr is written under a name that says
     so, and its thresholds are that lr's (bisected tables are per lr; the first lr's differ)."""
-    from dlsweep.api import _thresholds_for
+    from dlsweep.thresholding import thresholds_for
 
     folder = toy_run(tmp_path, sigma_star=[1.0, 0.5], depth=[2, 3], sigma0=COARSE, lr=[1e-3, 4e-3], steps=60000)
     api.thresholds(folder)
     (path,) = api.plot_run(folder, kind="heatmap", at={"lr": 4e-3})
     assert path.name == "heatmap-sigma0-depth-lr0.004.png"
-    picked = _thresholds_for(folder, S, F, None, {"lr": 4e-3})
+    picked = thresholds_for(folder, S, F, None, {"lr": 4e-3})
     assert len(picked) == 2 and (picked.lr == 4e-3).all()
 
 
@@ -770,7 +770,7 @@ def test_partial_run_says_so(tmp_path, capsys):
     """Issue 3: thresholds of a partial run folder carry "partial: x of y chunks" in a column, in
     attrs, on stdout and in the last line; a figure's cached table from a partial run is not reused
     once the run is complete."""
-    from dlsweep.api import _thresholds_for
+    from dlsweep.thresholding import thresholds_for
 
     kwargs = dict(sigma_star=[1.0, 0.5], depth=[2, 3], sigma0=np.logspace(-6, -1, 11), lr=[0.01], steps=3000)
     folder = toy_run(tmp_path, chunk_size=11, max_chunks=1, **kwargs)
@@ -784,7 +784,7 @@ def test_partial_run_says_so(tmp_path, capsys):
     assert lines[-1].startswith("(s, f) = (0.05, 0.95), method grid, partial: 1 of 2 chunks; written to")
 
     toy_run(tmp_path, **kwargs)                               # finish the run
-    complete = _thresholds_for(folder, S, F, None)
+    complete = thresholds_for(folder, S, F, None)
     assert (complete.partial == "").all() and len(complete) == 2 * len(table)
 
 
