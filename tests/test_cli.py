@@ -272,11 +272,13 @@ def test_negative_max_chunks_is_an_error(tmp_path, small_spec, capsys):
 
 def test_thresholds_and_heatmap_of_a_run_without_the_levels_are_errors(tmp_path, write_spec, capsys):
     """A run recorded with `levels = []` (or without s and f among its levels) has no hitting
-    times to decide from: thresholds and the status heatmap say so; trajectories still draw."""
+    times to decide from: thresholds and the status heatmap say so; trajectories still draw, and
+    are what `plot` draws by default of such a run."""
     path = write_spec({"record": {"levels": []}})
     out = tmp_path / "o"
     assert run_main(capsys, "run", path, "--out", out, "--no-progress")[0] == 0
     assert_cli_error(*run_main(capsys, "thresholds", out), "--s 0.05", "its levels are none")
-    assert_cli_error(*run_main(capsys, "plot", out), "--s 0.05", "its levels are none")
-    code, printed, _ = run_main(capsys, "plot", out, "--kind", "trajectories")
-    assert code == 0 and printed.strip().endswith("trajectories.png")
+    assert_cli_error(*run_main(capsys, "plot", out, "--kind", "heatmap"), "--s 0.05", "its levels are none")
+    for kind in (["--kind", "trajectories"], []):
+        code, printed, _ = run_main(capsys, "plot", out, *kind)
+        assert code == 0 and printed.strip().endswith("trajectories.png")

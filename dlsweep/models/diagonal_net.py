@@ -117,6 +117,15 @@ SPARSE_REGRESSION_KEYS = {
     "top": "how many of the largest |beta_i| are observed (default 5)"}
 
 
+SPARSE_REGRESSION_FAMILY = dict(   # what Azulay's networks share: data drawn per seed in the program, no
+    make_task=lambda sweep: {},     # targets (judged against the theory's interpolators), the shape axis
+    observed=r"largest $|\beta_i|$",   # and the summary figure
+    targets=lambda task: None,
+    optional_axes=("shape",),
+    figure="summary",
+)
+
+
 def validate_sparse_regression(task: dict, error: schema.Error) -> dict:
     """Azulay et al.'s sparse regression: `d`, `examples` n, `sparsity` k <= d, label `noise` std,
     `top` <= d observed |beta_i|. The defaults are their section 9: d = 1000, n = 100, k = 5, noise
@@ -181,11 +190,7 @@ FAMILY = Family(
         d=sweep.task["d"], examples=sweep.task["examples"], sparsity=sweep.task["sparsity"],
         noise=sweep.task["noise"], k=sweep.task["top"], max_depth=int(max(sweep.axes["depth"])),
         form=sweep.task["form"], dtype=sweep.dtype),
-    make_task=lambda sweep: {},
-    observed=r"largest $|\beta_i|$",
-    targets=lambda task: None,
     baseline=compare.interpolators,
-    optional_axes=("shape",),
-    figure="summary",
     theory_of_c=theory_of_c,
+    **SPARSE_REGRESSION_FAMILY,
 )

@@ -23,8 +23,8 @@ import jax.numpy as jnp
 from flax import struct
 
 from dlsweep import compare, schema
-from dlsweep.models.diagonal_net import (SPARSE_REGRESSION_KEYS, SparseRegressionModel, sparse_regression,
-                                         validate_sparse_regression)
+from dlsweep.models.diagonal_net import (SPARSE_REGRESSION_FAMILY, SPARSE_REGRESSION_KEYS, SparseRegressionModel,
+                                         sparse_regression, validate_sparse_regression)
 from dlsweep.models.family import Family
 from dlsweep.models.layers import layer_scales
 
@@ -88,10 +88,6 @@ FAMILY = Family(
         d=sweep.task["d"], examples=sweep.task["examples"], sparsity=sweep.task["sparsity"],
         noise=sweep.task["noise"], width=sweep.task["width"], k=sweep.task["top"],
         shared=sweep.task["directions"] == "shared", dtype=sweep.dtype),
-    make_task=lambda sweep: {},
-    observed=r"largest $|\beta_i|$",
-    targets=lambda task: None,
     baseline=compare.neuron_interpolators,
-    optional_axes=("shape",),
-    figure="summary",
+    **SPARSE_REGRESSION_FAMILY,
 )
