@@ -94,7 +94,7 @@ REPRODUCTIONS = {r.name: r for r in (
         {"pairs": "first-vs-rest", "method": "bisect", "s": 0.05, "f": 0.95},
         ({"kind": "heatmap", "pair": (0, 3)}, {"kind": "heatmap", "x": "r", "y": "depth", "pair": (0, 1)},
          {"kind": "thresholds"}),
-        quick_seconds=6.7, full_seconds=9.5),
+        quick_seconds=6.7, full_seconds=9.4),
     Reproduction(
         "gissin-gd", "Gissin et al. 2020, Theorem 3 (gradient descent, N = 2)",
         "threshold against the learning rate at N = 2, with Theorem 3's bounds and the GF limit",
@@ -102,27 +102,27 @@ REPRODUCTIONS = {r.name: r for r in (
          "axes.sigma0={logspace = [-6, -0.7], num = 27}"),
         {"pairs": [(0, 1), (0, 2)], "method": "bisect", "s": 0.1, "f": 0.9},
         ({"kind": "lr", "s": 0.1, "f": 0.9}, {"kind": "heatmap", "x": "sigma0", "y": "lr", "s": 0.1, "f": 0.9}),
-        quick_seconds=5.2, full_seconds=3.9),
+        quick_seconds=5.2, full_seconds=3.8),
     Reproduction(
         "gissin-fig1a", "Gissin et al. 2020, Figure 1a",
         "depth-4 matrix sensing: top-5 singular values against time, mean and spread over 3 seeds",
         ("task.d=10", "task.measurements=200", "steps=20000"), None, (_VALUES,),
-        quick_seconds=9.2, full_seconds=13.4),
+        quick_seconds=9.2, full_seconds=13.5),
     Reproduction(
         "gissin-fig1b", "Gissin et al. 2020, Figure 1b",
         "quadratic network with a global bias: top-5 eigenvalues of W^T W against time, 3 seeds",
         ("steps=8000",), None, (_VALUES,),
-        quick_seconds=5.9, full_seconds=2.9),
+        quick_seconds=5.9, full_seconds=2.7),
     Reproduction(
         "gissin-fig1c", "Gissin et al. 2020, Figure 1c",
         "depth-3 diagonal network, exponential loss: 5 largest |sigma_i| against time, 5 seeds",
         ("axes.seed=[0, 1, 2]",), None, (_VALUES,),
-        quick_seconds=4.1, full_seconds=2.3),
+        quick_seconds=4.1, full_seconds=2.1),
     Reproduction(
         "gissin-fig1d", "Gissin et al. 2020, Figure 1d",
         "depth-3 circular-convolutional network: 5 largest Fourier amplitudes against time, 5 seeds",
         ("axes.seed=[0, 1, 2]", "task.examples=100", "task.d=50"), None, (_VALUES,),
-        quick_seconds=5.0, full_seconds=3.0),
+        quick_seconds=5.0, full_seconds=2.6),
     Reproduction(
         "gissin-fig3", "Gissin et al. 2020, Figure 3",
         "depth-5 signed toy model against orthogonal matching pursuit: agreement of the first s chosen "
@@ -137,7 +137,7 @@ REPRODUCTIONS = {r.name: r for r in (
         ("task.d=20", "steps=40000"), None, (_VALUES,),
         variants=(Variant("many-measurements", "1000 measurements"),
                   Variant("few-measurements", "300 measurements", ("task.measurements=300",))),
-        quick_seconds=46.5, full_seconds=40.1),
+        quick_seconds=46.5, full_seconds=38.9),
     Reproduction(
         "gissin-fig5", "Gissin et al. 2020, Figure 5",
         "quadratic network without / with a global bias, large / small data: top-5 eigenvalues, 3 seeds",
@@ -153,32 +153,32 @@ REPRODUCTIONS = {r.name: r for r in (
         "5 largest |sigma_i| over time",
         ("axes.seed=[0, 1, 2, 3, 4]", "axes.sigma0=[0.1, 0.001]"), None,
         ({"kind": "correlation"}, _VALUES),
-        quick_seconds=7.0, full_seconds=13.3),
+        quick_seconds=7.0, full_seconds=13.4),
     Reproduction(
         "gissin-fig7", "Gissin et al. 2020, Figure 7",
         "circular-convolutional classifiers of depth 1-3, 9 seeds: correlation with w* (and the SVM's); "
         "5 largest Fourier amplitudes over time",
         ("axes.seed=[0, 1, 2]", "steps=20000", "task.d=50", "task.examples=100"), None,
         ({"kind": "correlation"}, _VALUES),
-        quick_seconds=6.9, full_seconds=5.0),
+        quick_seconds=6.9, full_seconds=5.1),
     Reproduction(
         "gidel-fig1", "Gidel et al. 2019, Figure 1",
         "linear model vs two-layer network on Sigma_xy = diag(0.1, 0.01, 0.001): ||W||_F^2 rises in one "
         "step per component at delta / sigma_i for depth 2, at once for depth 1",
         ("steps=40000", "task.w_true=[0.1, 0.01]", "axes.sigma0=[2.061153622438558e-09, 4.5399929762484854e-05]"),
         None, ({"kind": "observables", "y": "norm_squared,nuclear_norm"}, _VALUES),
-        quick_seconds=4.7, full_seconds=4.3),
+        quick_seconds=4.7, full_seconds=3.9),
     Reproduction(
         "gidel-fig2", "Gidel et al. 2019, Figure 2",
         "linear autoencoder, depth 1 vs 2: trace norm and reconstruction error against the step, 3 seeds",
         ("steps=10000", "task.examples=300", "task.d=10"), None, ({"kind": "observables"}, _VALUES),
-        quick_seconds=10.0, full_seconds=5.7),
+        quick_seconds=10.0, full_seconds=5.4),
     Reproduction(
         "hacohen-fig2", "Hacohen & Weinshall, Figure 2 (left)",
         "one-layer linear networks on the 8x8 digits, 10 seeds: distance to the optimum along 6 principal "
         "directions against the step, beside eq. 10's |1 - lr lambda_j|^s",
         ("steps=600", "axes.seed=[0, 1, 2]"), None, ({"kind": "pc_curves"},),
-        quick_seconds=5.2, full_seconds=5.2),
+        quick_seconds=5.2, full_seconds=5.3),
     Reproduction(
         "hacohen-fig4", "Hacohen & Weinshall, Figures 2, 4a and 4c",
         "deep linear networks (depths 1, 2, 5) on the 8x8 digits, 10 seeds: distance to the optimum along "
@@ -187,7 +187,7 @@ REPRODUCTIONS = {r.name: r for r in (
         ("steps=600", "task.width=32", "axes.seed=[0, 1, 2]", "record.points=40"), None,
         ({"kind": "pcs"}, {"kind": "pc_rates"}),
         variants=(Variant("natural", "natural digits"), Variant("whitened", "ZCA-whitened digits", ("task.whiten=true",))),
-        quick_seconds=12.4, full_seconds=50.0),
+        quick_seconds=12.4, full_seconds=50.1),
     Reproduction(
         "hacohen-fig10", "Hacohen & Weinshall, Figure 10",
         "two-layer linear networks on 48 of the 8x8 digits, 10 seeds: excess loss with real and shuffled "
@@ -199,7 +199,7 @@ REPRODUCTIONS = {r.name: r for r in (
                                                  ("shuffled", (f"task.whiten={whiten}", "task.shuffle=true")))),
         combined=("excess_loss", (("natural digits", ("natural-real", "natural-shuffled")),
                                   ("ZCA-whitened digits", ("whitened-real", "whitened-shuffled")))),
-        quick_seconds=19.8, full_seconds=8.9),
+        quick_seconds=19.8, full_seconds=8.0),
     Reproduction(
         "linear-net-phase", "Beyond the papers, deep linear networks",
         "phase diagram over depth (1-5) x sigma0 of (0.05, 0.95)-incremental learning of W* = diag(1, 0.5, "
@@ -212,7 +212,7 @@ REPRODUCTIONS = {r.name: r for r in (
         variants=(Variant("aligned", "aligned init"),
                   Variant("gaussian", "Gaussian init", ("task.init=gaussian", "axes.seed=[0, 1, 2, 3, 4, 5, 6, 7]"),
                           quick=("axes.seed=[0, 1, 2]",))),
-        quick_seconds=33.4, full_seconds=82.5),
+        quick_seconds=33.4, full_seconds=81.3),
     Reproduction(
         "toy-momentum", "Beyond the papers, momentum",
         "the toy model trained by heavy-ball momentum beta = 0, 0.5, 0.9, 0.99 at eta = 1e-3 and 1e-2, depths 2-6: "
@@ -223,7 +223,7 @@ REPRODUCTIONS = {r.name: r for r in (
         ({"kind": "thresholds", "x": "depth", "color": "momentum"},
          {"kind": "thresholds", "x": "depth", "color": "momentum", "at": {"lr": 0.01}},
          {"kind": "heatmap", "x": "sigma0", "y": "momentum", "at": {"depth": 4}}),
-        quick_seconds=4.5),
+        quick_seconds=4.5, full_seconds=4.3),
     Reproduction(
         "azulay-fig7-1", "Azulay et al. 2021, Figure 7.1 (section 9)",
         "two-layer diagonal networks on 5-sparse regression: population error against the init scale, one "
@@ -233,7 +233,7 @@ REPRODUCTIONS = {r.name: r for r in (
          "steps=60000"), None,
         ({"kind": "summary"}, {"kind": "summary", "x": "c"},
          {"kind": "heatmap", "color": "l1_l2_position"}),
-        quick_seconds=6.4, full_seconds=54.1),
+        quick_seconds=6.4, full_seconds=53.5),
     Reproduction(
         "azulay-fig7-2", "Azulay et al. 2021, Figure 7.2",
         "contours of Theorem 2's Q for one neuron in d = 2 from w~0 = alpha (0.6, 0.8): alpha = 2 at s = 0, 0.2, "
@@ -249,7 +249,7 @@ REPRODUCTIONS = {r.name: r for r in (
         tuple({"kind": "heatmap", "color": color, "at": {"depth": depth}}
               for color, depth in (("population_error", 2), ("l1_l2_position", 2), ("population_error", 3),
                                    ("population_error", 4))),
-        quick_seconds=7.4, full_seconds=53.9),
+        quick_seconds=7.4, full_seconds=53.2),
 )}
 
 
