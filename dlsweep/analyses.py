@@ -20,6 +20,7 @@ from dlsweep.sweeping import compile_inputs, restores_x64, spec_file
 
 RATE_WINDOW = 0.1      # pc_rates fits ln distance while it is above this fraction of its largest value
 
+
 @restores_x64
 def pc_rates(folder: str | Path, at: dict[str, float] | None = None) -> pd.DataFrame:
     """Measured convergence rates along the data's principal directions, beside Hacohen &
@@ -60,6 +61,7 @@ def pc_rates(folder: str | Path, at: dict[str, float] | None = None) -> pd.DataF
     return (table.groupby(["depth", "lr", "j"], as_index=False)
             .agg(eigenvalue=("eigenvalue", "mean"), rate=("rate", "mean"), rate_std=("rate", "std"),
                  predicted=("predicted", "mean")))
+
 
 @restores_x64
 def pc_spread(folder: str | Path) -> pd.DataFrame:

@@ -31,6 +31,7 @@ PC_CURVES = (0, 1, 3, 7, 15, 31)     # the principal directions a pc_curves figu
 
 OBSERVABLES = ("nuclear_norm", "reconstruction_error")     # the default panels of an observables figure
 
+
 @restores_x64
 def plot_run(folder: str | Path, kind: str | None = None, x: str | None = None, y: str | None = None,
              color: str | None = None, pair: tuple[int, int] | None = None, s: float = 0.05, f: float = 0.95,
@@ -330,6 +331,7 @@ def _lr(r: Request):
                                   levels=(r.s, r.f))
     return plot.lr_map(_with_thresholds(table, r.folder), title=heading), "lr"
 
+
 def _threshold_lines(r: Request):
     """The threshold sigma0_th of `pair` against the axis `x`, one line per value of `color` (an
     axis; default the last other one, seeds aside), mean and spread over seeds; against depth with
@@ -367,6 +369,7 @@ def _with_thresholds(table: pd.DataFrame, folder: Path) -> pd.DataFrame:
                              + "".join(f"; {note}" for note in [store.partial_note(folder)] if note))
     return found
 
+
 def _save_figure(figure, default: Path, out: str | Path | None) -> list[Path]:
     """Write a figure to `out` (if given) and to its place in the run folder; the paths written.
     Where the run folder cannot take it (read-only) and `out` can, that is a warning, not an error."""
@@ -388,6 +391,7 @@ def _save_figure(figure, default: Path, out: str | Path | None) -> list[Path]:
         plot.close(figure)
     return paths
 
+
 def _two_axes(sweep: Sweep, x: str, y: str) -> tuple[str, str]:
     """Two different axes of the run, for a figure's x and y (or columns and rows)."""
     for option, axis in (("x", x), ("y", y)):
@@ -397,11 +401,13 @@ def _two_axes(sweep: Sweep, x: str, y: str) -> tuple[str, str]:
         raise PlotError(f"x={x!r} and y={y!r}: a figure needs two different axes")
     return x, y
 
+
 def _numeric_column(runs: pd.DataFrame, column: str, sweep: Sweep, option: str) -> None:
     """A PlotError naming the numeric runs columns unless `column` is one of them."""
     numeric = [c for c in runs.columns if runs[c].dtype.kind == "f" and c not in sweep.axes]
     if column not in numeric:
         raise PlotError(f"{option}={column!r}: expected a numeric column of the runs table: {', '.join(numeric)}")
+
 
 def _with_c(runs: pd.DataFrame, folder: Path) -> pd.DataFrame:
     """The depth-2 runs with c = 2 sigma0 (1 + s^2)/(1 - s^2) (`theory.azulay_c`)."""
@@ -414,6 +420,7 @@ def _with_c(runs: pd.DataFrame, folder: Path) -> pd.DataFrame:
 
 BOUNDARY_C = np.geomspace(1e-10, 1e6, 49)      # where _q_boundary looks for c*
 
+
 def _theory_of_c(sweep: Sweep, column: str, cs) -> tuple[np.ndarray, float, float] | None:
     """The family's theory of the runs column `column` against c (`Family.theory_of_c`: its
     values at `cs`, at the min-l1 and at the min-l2 interpolator) on the sweep's data, each seed's
@@ -425,6 +432,7 @@ def _theory_of_c(sweep: Sweep, column: str, cs) -> tuple[np.ndarray, float, floa
     seeds = [compare.fit_interpolators(engine.draw_task(program, task, int(seed), sweep.seed))
              for seed in np.asarray(sweep.axes.get("seed", [0]))]
     return curves(program.model, seeds, cs)
+
 
 def _q_boundary(sweep: Sweep, max_shape: float, column: str) -> tuple[np.ndarray, np.ndarray, str] | None:
     """Azulay's regime boundary on the (sigma0, shape) plane for a heatmap of `column`, from the
@@ -441,11 +449,13 @@ def _q_boundary(sweep: Sweep, max_shape: float, column: str) -> tuple[np.ndarray
     shapes = np.linspace(0.0, max_shape, 200)
     return c_star * (1 - shapes**2) / (2 * (1 + shapes**2)), shapes, rf"theory: halfway, $c^*$ = {c_star:.2g}"
 
+
 def _axis_of(sweep: Sweep, name: str, option: str = "x") -> str:
     """`name` if it is an axis of the sweep, else a PlotError naming the option and the axes."""
     if name not in sweep.axes:
         raise PlotError(f"{option}={name!r}: expected an axis of the sweep: {', '.join(sweep.axes)}")
     return name
+
 
 def figure_slice(frame: pd.DataFrame, sweep: Sweep, drawn: str | tuple[str | None, ...] | None,
                  title: str | None, folder: Path, levels: tuple[float, float] | None = None,
@@ -468,6 +478,7 @@ def figure_slice(frame: pd.DataFrame, sweep: Sweep, drawn: str | tuple[str | Non
     fixed += [f"{sweep.steps:,} steps", sweep.dtype] + ([f"(s, f) = ({levels[0]:g}, {levels[1]:g})"] if levels else [])
     lines = [title] if title else []
     return chosen, "\n".join([*lines, ", ".join(fixed), *filter(None, [store.partial_note(folder)])])
+
 
 def _spread(values, count: int) -> list:
     """Up to `count` values spread evenly over the sorted unique values."""

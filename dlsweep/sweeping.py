@@ -43,8 +43,10 @@ class RunReport:
     def traj_steps_per_second(self) -> float:
         return self.traj_steps / self.run_seconds if self.run_seconds > 0 else float("nan")
 
+
 def default_folder(sweep: Sweep) -> Path:
     return Path("runs") / sweep.name
+
 
 def _use_dtype(dtype: str) -> None:
     """float64 needs JAX's x64 mode, switched on before the sweep's arrays exist (the verbs that
@@ -53,6 +55,7 @@ def _use_dtype(dtype: str) -> None:
         import jax
 
         jax.config.update("jax_enable_x64", True)
+
 
 def restores_x64(verb):
     """A verb that may switch JAX's x64 mode on for a float64 sweep leaves the caller's mode as it
@@ -70,6 +73,7 @@ def restores_x64(verb):
 
     return restoring
 
+
 def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
     """The static program, the flat grid and the shared task of a sweep (x64 switched on first
     for float64 sweeps); the program's layout (refilled slots, or runs one after another) is
@@ -80,6 +84,7 @@ def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
     program = engine.Program.from_sweep(sweep, family.build(sweep))
     program = engine.with_layout(program, list(sweep.axes), task, sweep.n_runs)
     return program, grid.build(sweep.axes), task
+
 
 def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict, cycle: int = 1,
                        small: int | None = None) -> int:
@@ -104,25 +109,30 @@ def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str]
                                    budget=engine.memory_budget(), cap=engine.max_chunk(), multiple=multiple)
     return engine.compiled_batch(size, period)
 
+
 def seed_cycle(sweep: Sweep, program: engine.Program) -> int:
     """The number of seeds of a sweep's per-seed layout (`engine.seed_slots`: the data drawn once
     per seed, whatever the chunk size); 1 for any other sweep."""
     return len(engine.seed_slots(program.model, sweep.axes) or ()) or 1
+
 
 def _seed_period(sweep: Sweep, program: engine.Program) -> int | None:
     """`seed_cycle` as the engine's `period`: None for a sweep without a per-seed layout."""
     cycle = seed_cycle(sweep, program)
     return cycle if cycle > 1 else None
 
+
 def small_batch(sweep: Sweep, program: engine.Program) -> int | None:
     """The batch of a sweep smaller than one vector block (`engine.small_sweep_batch`), else None."""
     return engine.small_sweep_batch(sweep.n_runs, _seed_period(sweep, program))
+
 
 def chunk_group(sweep: Sweep, program: engine.Program) -> int:
     """The run ids a chunk never straddles (`grid.aligned_group`), given the smallest batch the
     sweep's program computes on one device (`engine.compiled_batch`; not the local device count,
     which would make the layout, and so the roundings, depend on the machine)."""
     return grid.aligned_group(sweep.axes, engine.compiled_batch(1, _seed_period(sweep, program), devices=1))
+
 
 def compile_sweep(sweep: Sweep, program: engine.Program, task: dict, size: int, group: int) -> engine.CompiledChunk:
     """The chunk program of a sweep for chunks of `size` that never straddle `group` run ids
@@ -132,6 +142,7 @@ def compile_sweep(sweep: Sweep, program: engine.Program, task: dict, size: int, 
     return engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
                                 constant=grid.constant_axes(sweep.axes, follows_leading),
                                 seeds=engine.seed_slots(program.model, sweep.axes), small=small_batch(sweep, program))
+
 
 def _prepared(spec: str | Path | Sweep | Mapping, out, overrides: Sequence[str], chunk_size: int | None,
               max_chunks: int | None, overwrite: bool, shard: tuple[int, int] | None,
@@ -156,6 +167,7 @@ def _prepared(spec: str | Path | Sweep | Mapping, out, overrides: Sequence[str],
     spec_module.warn_if_seeds_identical(sweep, program.model, task)
     return sweep, folder, program, flat, task
 
+
 def _sweep_of(spec: str | Path | Sweep | Mapping, overrides: Sequence[str], model: Any) -> Sweep:
     """The resolved sweep of a spec file, a raw spec mapping or a Sweep; `model`, a model object,
     in place of the spec's `model` (`spec.resolve`)."""
@@ -169,10 +181,12 @@ def _sweep_of(spec: str | Path | Sweep | Mapping, overrides: Sequence[str], mode
         return spec_module.resolve(raw, overridden=overridden, model=model)
     return spec_module.load(spec, overrides, model=model)
 
+
 def _disk(sweep: Sweep, program: engine.Program, task: dict, n_chunks: int) -> Disk:
     """The disk a sweep's tables take, estimated from one trajectory's shapes."""
     return Disk.estimate(sweep.n_runs, len(sweep.axes), n_chunks,
                          len(program.record_steps), Columns.of(program, list(sweep.axes), task), sweep.dtype)
+
 
 def _chunks_to_run(plan: list[grid.Chunk], finished: set[int], shard: tuple[int, int] | None,
                    max_chunks: int | None) -> list[grid.Chunk]:
@@ -181,12 +195,14 @@ def _chunks_to_run(plan: list[grid.Chunk], finished: set[int], shard: tuple[int,
     todo = [c for c in plan if c.index not in finished and (shard is None or c.index % shard[1] == shard[0] - 1)]
     return todo if max_chunks is None else todo[:max_chunks]
 
+
 def _fresh_manifest(sweep: Sweep, program: engine.Program, flat: grid.Grid, task: dict, chunk_size: int | None,
                     group: int) -> dict:
     """The manifest of a new run folder: its chunk plan, of `chunk_size` or the default chunk size."""
     size = chunk_size or default_chunk_size(program, group, list(flat.columns), task, seed_cycle(sweep, program),
                                             small_batch(sweep, program))
     return store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size, group)), group)
+
 
 @restores_x64
 def plan_run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
@@ -223,6 +239,7 @@ def plan_run(spec: str | Path | Sweep, out: str | Path | None = None, overrides:
                 compiled_in=tuple(name for name, _ in engine.specialized_axes(constant)), finished=len(finished),
                 to_run=len(_chunks_to_run(chunks, finished, shard, max_chunks)),
                 disk=_disk(sweep, program, task, len(chunks)))
+
 
 @restores_x64
 def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequence[str] = (),
@@ -288,6 +305,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     return RunReport(folder, flat.size, len(todo), len(finished), missing, compile_seconds, run_seconds, traj_steps,
                      outcome)
 
+
 def _outcome(folder: Path, sweep: Sweep) -> Outcome | None:
     """How the trajectories of the folder's finished chunks ended; a DlsweepWarning naming the
     cells where a sizeable share diverged."""
@@ -298,6 +316,7 @@ def _outcome(folder: Path, sweep: Sweep) -> Outcome | None:
     if warning:
         warnings.warn(f"{folder}: {warning}", DlsweepWarning, stacklevel=3)
     return outcome
+
 
 def _baselines(sweep: Sweep, program: engine.Program, task: dict):
     """runs -> the baseline's columns for those runs (`sweep.compare`), fitted once per seed on
@@ -319,6 +338,7 @@ def _baselines(sweep: Sweep, program: engine.Program, task: dict):
 
     return columns
 
+
 def _verified_chunks(folder: Path, manifest: dict, plan: list[grid.Chunk]) -> set[int]:
     """The finished chunks whose parts match their records. A damaged chunk (a part missing,
     truncated, emptied or changed) is forgotten, so it is computed again, with a warning naming
@@ -329,6 +349,7 @@ def _verified_chunks(folder: Path, manifest: dict, plan: list[grid.Chunk]) -> se
     finished = store.finished_chunks(folder)
     store.adopt_parts(folder, manifest, [c for c in plan if c.index not in finished])
     return store.finished_chunks(folder)
+
 
 def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, flat: grid.Grid, pending, fetch,
                  manifest: dict, baselines=None) -> int:
@@ -349,11 +370,13 @@ def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, flat: grid
     store.write_chunk(folder, chunk.index, runs, trajectories, record)
     return chunk_steps
 
+
 def spec_file(folder: Path) -> Path:
     spec_file = folder / store.SPEC_FILE
     if not spec_file.exists():
         raise store.StoreError(f"{folder}: no {store.SPEC_FILE}; not a dlsweep run folder")
     return spec_file
+
 
 def show(folder: str | Path) -> dict:
     """A summary of a finished or partial run folder: what is finished, what is missing or
@@ -392,6 +415,7 @@ def show(folder: str | Path) -> dict:
                                 f"max {runs['steps_run'].max()}")
         summary["columns"] = list(runs.columns)
     return summary
+
 
 def list_models() -> pd.DataFrame:
     """The model families with their axes (the optional ones, the seed and the optimizer's

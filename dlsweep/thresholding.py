@@ -20,6 +20,7 @@ from dlsweep.sweeping import compile_inputs, default_chunk_size, restores_x64, s
 
 THRESHOLDS_FILE = "thresholds.parquet"
 
+
 @restores_x64
 def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str | list[tuple[int, int]] = "adjacent",
                method: str = "grid", rtol: float = 1e-4, write: bool = True,
@@ -68,6 +69,7 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
         table.attrs["written_to"] = str(path)
     return table
 
+
 def _with_theory(table: pd.DataFrame, sweep: Sweep, cells: list[str], sigma_star, s: float, f: float) -> pd.DataFrame:
     """Gissin et al.'s theory beside the rows whose runs follow the toy model's dynamics, with
     `toy_lr`, the toy's equivalent step (`Family.toy_lr`; NaN where they do not; left out where it
@@ -82,6 +84,7 @@ def _with_theory(table: pd.DataFrame, sweep: Sweep, cells: list[str], sigma_star
     if not np.array_equal(toy_lr, table.lr.to_numpy(float)):
         table = table.assign(toy_lr=toy_lr)
     return incremental.theory_columns(table, sigma_star, s, f, max(sigma_star))
+
 
 def _bisect(sweep: Sweep, table: pd.DataFrame, decided: pd.DataFrame, cells: list[str], s: float, f: float,
             rtol: float) -> pd.DataFrame:
@@ -165,6 +168,7 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, decided: pd.DataFrame, cells: lis
     points = pd.concat([decided[[*keys, "sigma0", "status"]], *evaluated], ignore_index=True)
     return incremental.judge(table, points, cells)
 
+
 def _second_decided_above(table: pd.DataFrame, decided: pd.DataFrame, keys: list[str]) -> np.ndarray:
     """Per thresholds row, the second decided grid sigma0 above bracket_lo (the top of the grid
     bracket above its own), or bracket_hi where there is none."""
@@ -172,6 +176,7 @@ def _second_decided_above(table: pd.DataFrame, decided: pd.DataFrame, keys: list
     merged = table[keys + ["bracket_hi"]].reset_index().merge(known[[*keys, "sigma0"]], on=keys, how="left")
     above = merged[merged.sigma0 > merged.bracket_hi].groupby("index").sigma0.min()
     return np.array(above.reindex(table.index).fillna(table.bracket_hi), dtype=float)
+
 
 def thresholds_for(folder: Path, s: float, f: float, pairs, at: dict[str, float] | None = None) -> pd.DataFrame:
     """The folder's thresholds.parquet when it matches (s, f), holds the pairs and was computed
