@@ -113,9 +113,9 @@ def dense(runs, traj, record_steps, columns):
 
 def init_noise(run_id: int, shape) -> np.ndarray:
     """The run's standard normal draw: jax.random.normal(fold_in(key(SEED), run_id), shape, float64)."""
-    assert jax.config.jax_enable_x64
-    key = jax.random.fold_in(jax.random.key(SEED), int(run_id))
-    noise = np.asarray(jax.random.normal(key, shape, jnp.float64))
+    with jax.enable_x64(True):       # float64 draws here, whatever the caller's mode
+        key = jax.random.fold_in(jax.random.key(SEED), int(run_id))
+        noise = np.asarray(jax.random.normal(key, shape, jnp.float64))
     assert noise.dtype == np.float64
     return noise
 

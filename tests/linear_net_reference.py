@@ -263,12 +263,12 @@ def package_init(model):
 def init_of(result: Result, run, stats, sigma0: float, shape: float) -> dict[str, np.ndarray]:
     """The package's init (THE ONE USE OF ITS MODEL CODE) with the run's key fold_in(key(SEED),
     run_id) at the given sigma0 and shape (dict of single / first / hidden / last)."""
-    assert jax.config.jax_enable_x64
-    key = jax.random.fold_in(jax.random.key(SEED), int(run.run_id))
-    hp = {"sigma0": jnp.float64(sigma0), "depth": np.int32(run.depth), "lr": jnp.float64(run.lr),
-          "shape": jnp.float64(shape)}
-    params = package_init(result.program.model)(key, hp, {name: jnp.asarray(v) for name, v in stats.items()})
-    return {name: np.asarray(value, np.float64) for name, value in params.items()}
+    with jax.enable_x64(True):       # the float64 init, whatever the caller's mode
+        key = jax.random.fold_in(jax.random.key(SEED), int(run.run_id))
+        hp = {"sigma0": jnp.float64(sigma0), "depth": np.int32(run.depth), "lr": jnp.float64(run.lr),
+              "shape": jnp.float64(shape)}
+        params = package_init(result.program.model)(key, hp, {name: jnp.asarray(v) for name, v in stats.items()})
+        return {name: np.asarray(value, np.float64) for name, value in params.items()}
 
 
 def unit_layers(result: Result, run, stats) -> dict[str, np.ndarray]:

@@ -119,3 +119,13 @@ def test_every_figure_kind_has_its_function():
     from dlsweep import drawing, figures
 
     assert sorted(drawing.FIGURES) == sorted(figures.PLOT_KINDS)
+
+
+def test_the_wheel_lists_every_package():
+    """pyproject.toml's explicit `packages` name every package folder of dlsweep: one left out
+    would be missing from the wheel (which CI's wheel check would find only after the suite)."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(path.parent.relative_to(PACKAGE.parent).parts) for path in PACKAGE.rglob("__init__.py")}
+    assert found <= listed, f"not in pyproject.toml's packages: {sorted(found - listed)}"

@@ -45,9 +45,9 @@ RTOL = 1e-9
 def measurement_matrices(m: int, d: int, seed: int) -> np.ndarray:
     """(m, d, d): A_j with N(0, 1) entries (float64), row j of a standard normal (m, d*d) draw from
     the data key of seed value 0 reshaped row-major (the package's documented draw)."""
-    assert jax.config.jax_enable_x64
-    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), np.uint32(2**32 - 1)), 0)
-    return np.asarray(jax.random.normal(key, (m, d * d), jnp.float64)).reshape(m, d, d)
+    with jax.enable_x64(True):       # float64 draws here, whatever the caller's mode
+        key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), np.uint32(2**32 - 1)), 0)
+        return np.asarray(jax.random.normal(key, (m, d * d), jnp.float64)).reshape(m, d, d)
 
 
 def sensing_operator(a: np.ndarray | None):
@@ -228,9 +228,9 @@ def test_gaussian_init_runs_one_after_another(tmp_path_factory, monkeypatch):
 
 def gaussian_layers(run) -> list[np.ndarray]:
     """The initial layers of a gaussian-init run, drawn independently of the model code (see (4))."""
-    noise = jax.random.normal(jax.random.fold_in(jax.random.key(SEED), int(run.run_id)), (max(AXES["depth"]), D, D),
-                              jnp.float64)
-    noise = np.asarray(noise)
+    with jax.enable_x64(True):       # float64 draws here, whatever the caller's mode
+        noise = np.asarray(jax.random.normal(jax.random.fold_in(jax.random.key(SEED), int(run.run_id)),
+                                             (max(AXES["depth"]), D, D), jnp.float64))
     assert noise.dtype == np.float64
     scale = run.sigma0 ** (1.0 / run.depth) / np.sqrt(D)
     return [noise[n] * scale for n in range(run.depth)]
@@ -239,7 +239,6 @@ def gaussian_layers(run) -> list[np.ndarray]:
 def check_gaussian_init(runs, traj, record_steps, label):
     """(4)'s checks: step-0 singular values of the reference's W(0), distinct per run, then the
     whole trajectory against reference_gd."""
-    assert jax.config.jax_enable_x64
     step0 = dense(runs, traj, record_steps[:1], SIGMA_COLUMNS)[:, 0, :]
     for row, run in enumerate(runs.itertuples()):
         expected = np.linalg.svd(chain(gaussian_layers(run), D), compute_uv=False)[:K]

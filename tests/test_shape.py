@@ -14,7 +14,13 @@ import pytest
 
 from dlsweep import api, models, spec
 
-jax.config.update("jax_enable_x64", True)
+
+@pytest.fixture(autouse=True)
+def _float64():
+    """These tests compute in float64 (jnp.float64 scalars): JAX's x64 mode on for each of them,
+    and the mode it was in after."""
+    with jax.enable_x64(True):
+        yield
 
 
 def scales(sigma0: float, depth: int, shape: float) -> tuple[float, float]:
