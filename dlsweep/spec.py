@@ -244,7 +244,8 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: Mappin
 
     axes_raw = _table(raw, "axes", where)
     optimizer_table = _table(raw, "optimizer", where, required=False)
-    kind = _optimizer_kind(optimizer_table, where)
+    optimizer_name = _optimizer_name(optimizer_table, where)
+    kind = optimizers.KINDS[optimizer_name]
     optional = (*family.optional_axes, *kind.defaults, "seed")
     _reject_unknown_axes(axes_raw, (*family.axes, *optional), where)
     axes = {}
@@ -255,7 +256,7 @@ def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: Mappin
             raise where.error(f"axes.{axis}", f"missing; model {model_name!r} sweeps {', '.join(family.axes)}")
         axes[axis] = _axis_values(axes_raw[axis], axis, dtype, where, kind.ranges.get(axis))
     family.check_axes(task, axes, where.error)
-    optimizer = _optimizer(optimizer_table, kind, axes, dtype, where)
+    optimizer = _optimizer(optimizer_table, optimizer_name, axes, dtype, where)
 
     record = _record(_table(raw, "record", where, required=False), steps, where, has_targets=family.targets(task) is not None)
     stop = _stop(_table(raw, "stop", where, required=False), where)
@@ -275,7 +276,7 @@ def _user_family(model: str | dict, raw: Mapping[str, Any], where: _Where) -> mo
     instance = user.instantiate(reference, where.error)
     task, axes = raw.get("task", {}), raw.get("axes", {})
     return user.family(reference, instance, list(task) if isinstance(task, dict) else [],
-                              list(axes) if isinstance(axes, dict) else [])
+                       list(axes) if isinstance(axes, dict) else [])
 
 
 def warn_if_seeds_identical(sweep: Sweep, model: Any, task: Mapping[str, Any]) -> None:
@@ -316,19 +317,19 @@ def _depends_on_input(jaxpr) -> bool:
     return any(isinstance(v, Var) and v in dependent for v in jaxpr.outvars)
 
 
-def _optimizer_kind(table: dict, where: _Where) -> optimizers.Kind:
-    """The `[optimizer]` table's optimizer (default sgd)."""
+def _optimizer_name(table: dict, where: _Where) -> str:
+    """The `[optimizer]` table's optimizer, a key of `optimizers.KINDS` (default sgd)."""
     name = table.get("name", "sgd")
     if not isinstance(name, str) or name not in optimizers.KINDS:
         raise where.error("optimizer.name", f"unknown optimizer {name!r}; known: {', '.join(optimizers.KINDS)}")
-    return optimizers.KINDS[name]
+    return name
 
 
-def _optimizer(table: dict, kind: optimizers.Kind, axes: Mapping[str, np.ndarray], dtype: str,
+def _optimizer(table: dict, name: str, axes: Mapping[str, np.ndarray], dtype: str,
                where: _Where) -> optimizers.Optimizer:
     """The resolved optimizer: each hyperparameter that is not an axis fixed at the table's value
     or its default; one that is an axis must not also be given a value here."""
-    name = table.get("name", "sgd")
+    kind = optimizers.KINDS[name]
     _reject_unknown(table, ("name", *kind.defaults), "optimizer", where)
     fixed = []
     for hyperparameter, default in kind.defaults.items():
@@ -458,10 +459,8 @@ def _check_axis(axis: str, values: np.ndarray, key: str, dtype: str, where: _Whe
         return values                      # a user's model's own axis: any finite numbers
     if (values <= 0).any():
         raise where.error(key, f"expected {axis} > 0, got {float(values[values <= 0][0])!r}")
+    _reject_underflow(values, axis, key, dtype, where, hint=f'; use dtype = "float64" or a larger {axis}')
     info = np.finfo(dtype)
-    if (values < info.tiny).any():
-        raise where.error(key, f"{axis} = {float(values[values < info.tiny][0]):g} underflows {dtype} "
-                               f"(smallest normal {info.tiny:g}); use dtype = \"float64\" or a larger {axis}")
     if (values > info.max).any():
         raise where.error(key, f"{axis} = {float(values[values > info.max][0]):g} overflows {dtype} (largest {info.max:g})")
     return values
@@ -476,11 +475,17 @@ def _check_hyperparameter(values: np.ndarray, name: str, bounds: tuple[float, fl
     if not inside.all():
         interval = f"{'[' if low_allowed else '('}{low:g}, {high:g})"
         raise where.error(key, f"expected {name} in {interval}, got {float(values[~inside][0])!r}")
-    tiny = np.finfo(dtype).tiny
-    if ((values != 0) & (values < tiny)).any():
-        raise where.error(key, f"{name} = {float(values[(values != 0) & (values < tiny)][0]):g} underflows {dtype} "
-                               f"(smallest normal {tiny:g})")
+    _reject_underflow(values, name, key, dtype, where)
     return values
+
+
+def _reject_underflow(values: np.ndarray, name: str, key: str, dtype: str, where: _Where, hint: str = "") -> None:
+    """A nonzero value below the dtype's smallest normal number is a spec error (it would flush to
+    0 or lose its digits in the sweep's arithmetic)."""
+    tiny = np.finfo(dtype).tiny
+    under = (values != 0) & (np.abs(values) < tiny)
+    if under.any():
+        raise where.error(key, f"{name} = {float(values[under][0]):g} underflows {dtype} (smallest normal {tiny:g}){hint}")
 
 
 def _record(table: dict, steps: int, where: _Where, has_targets: bool = True) -> Record:
