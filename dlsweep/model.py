@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+METHODS = ("init", "loss", "observe")       # what every model has (`Model`)
 HOOKS = ("draw", "summarize", "selected", "drift_from")
 INTEGER_HPS = ("depth", "sparsity", "seed")     # axes a model gets as int32; every other axis in the sweep's float dtype
 

@@ -24,10 +24,9 @@ from typing import Any
 import numpy as np
 
 from dlsweep.errors import SpecError
-from dlsweep.model import INTEGER_HPS, hook
+from dlsweep.model import INTEGER_HPS, METHODS, hook
 from dlsweep.models.family import Family
 
-REQUIRED = ("init", "loss", "observe")        # dlsweep.Model's methods (its optional ones: model.HOOKS)
 OBSERVED = r"observed values $\sigma_i$"      # figure label where the class gives no `observed`
 
 Error = Callable[[str, str], Exception]
@@ -118,7 +117,7 @@ def instantiate(reference: Reference, error: Error) -> Any:
         instance = cls(**dict(reference.kwargs))
     except Exception as err:
         raise error(key, f"{reference.class_name}(**{dict(reference.kwargs)!r}) raised {type(err).__name__}: {err}") from None
-    missing = [name for name in REQUIRED if not callable(getattr(instance, name, None))]
+    missing = [name for name in METHODS if not callable(getattr(instance, name, None))]
     if missing:
         raise error(key, f"{reference.class_name} has no method {', '.join(missing)}; a model needs init(key, hp, task), "
                          f"loss(params, hp, task) and observe(params, hp, task) (dlsweep.Model)")
