@@ -17,10 +17,11 @@ import shlex
 import sys
 import textwrap
 import warnings
+from pathlib import Path
 
 from dlsweep import __version__, interrupt
 from dlsweep.errors import PlotError, SpecError, StoreError, ThresholdError
-from dlsweep.figures import PLOT_KINDS
+from dlsweep.figures import FIGURE_SUFFIXES, PLOT_KINDS
 from dlsweep.warning import DlsweepWarning
 
 INTERRUPTED = "dlsweep: interrupted"
@@ -128,6 +129,10 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("-o", "--out", metavar="FILE", help="also write the figure here (.png, .pdf or .svg)")
     pl.add_argument("--title", help="a title over the figure, above the settings it names")
     pl.add_argument("--at", type=_at, help="draw at these values of other axes, e.g. depth=3 or depth=3,lr=0.01")
+    pl.add_argument("--format", type=_formats, default=("png",), metavar="LIST",
+                    help="the formats written under DIR/figures/: png (200 dpi), pdf, svg, comma-separated (default png)")
+    pl.add_argument("--facet", metavar="AXIS", help="heatmap of a runs column: one panel per value of this axis "
+                                                   "(e.g. depth), side by side on one colour scale")
 
     rp = verb("reproduce", "run a bundled reproduction of a paper figure",
               "Run a bundled reproduction of a paper figure: its sweep, thresholds and figures, into "
@@ -137,6 +142,14 @@ def _parser() -> argparse.ArgumentParser:
                     help="list the reproductions, their paper figures and measured times")
     rp.add_argument("--quick", action="store_true", help="a small version (--list shows its time)")
     rp.add_argument("--out-root", default="runs", metavar="DIR", help="where run folders go (default runs/)")
+    rp.add_argument("--format", type=_formats, default=("png",), metavar="LIST",
+                    help="the figures' formats: png (200 dpi), pdf, svg, comma-separated (default png)")
+    rp.add_argument("--all", action="store_true",
+                    help="run every reproduction; at full size, copy their figures into --docs/figures and "
+                         "rewrite the gallery (--docs/gallery.md and the README's gallery section)")
+    rp.add_argument("--docs", default="docs", metavar="DIR", help="with --all: the docs folder (default docs/)")
+    rp.add_argument("--skip", type=lambda text: tuple(text.split(",")), default=(), metavar="LIST",
+                    help="with --all: reproductions not to run (comma-separated); the gallery keeps their figures")
 
     show = verb("show", "summary of a finished or partial run folder")
     show.add_argument("folder", help="a run folder")
@@ -196,6 +209,15 @@ def _at(text: str) -> dict[str, float]:
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected AXIS=VALUE[,AXIS=VALUE...], got {text!r}") from None
     return values
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    """`--format png,pdf` -> ("png", "pdf"), each a figure format."""
+    formats = tuple(part.strip().lower().lstrip(".") for part in text.split(","))
+    known = [suffix.lstrip(".") for suffix in FIGURE_SUFFIXES]
+    if any(f not in known for f in formats):
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {', '.join(known)}; got {text!r}")
+    return formats
 
 
 def _pairs(text: str):
@@ -301,7 +323,8 @@ def _plot(args) -> int:
     if args.pair is not None and (not isinstance(args.pair, list) or len(args.pair) != 1):
         raise PlotError(f"--pair: expected one pair like 0-1, got {args.pair!r}")
     for path in api.plot_run(args.folder, kind=args.kind, x=args.x, y=args.y, color=args.color, pair=pair,
-                             s=args.s, f=args.f, out=args.out, title=args.title, at=args.at):
+                             s=args.s, f=args.f, out=args.out, title=args.title, at=args.at, formats=args.format,
+                             facet=args.facet):
         print(path)
     return 0
 
@@ -309,17 +332,26 @@ def _plot(args) -> int:
 def _reproduce(args) -> int:
     from dlsweep import reproduce
 
+    if args.all:
+        for done, seconds in reproduce.run_all(args.quick, args.out_root, args.format, args.docs, args.skip):
+            _print_reproduced(done, seconds)
+        if not args.quick:
+            print(f"gallery: {Path(args.docs) / 'gallery.md'}")
+        return 0
     if args.list or not args.name:
         for repro in reproduce.REPRODUCTIONS.values():
             print(f"{repro.name:<26} {repro.paper}\n{'':<26} {repro.what}\n{'':<26} {repro.timing()}")
         return 0
-    done = reproduce.run(args.name, quick=args.quick, out_root=args.out_root)
-    print(f"{done.name}: run folder {done.folder}")
+    _print_reproduced(reproduce.run(args.name, quick=args.quick, out_root=args.out_root, formats=args.format))
+    return 0
+
+
+def _print_reproduced(done, seconds: float | None = None) -> None:
+    print(f"{done.name}: run folder {done.folder}" + (f" ({seconds:.0f} s)" if seconds is not None else ""))
     if done.thresholds:
         print(f"thresholds: {done.thresholds}")
     for path in done.figures:
         print(f"figure: {path}")
-    return 0
 
 
 def _show(args) -> int:

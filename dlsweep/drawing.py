@@ -35,8 +35,10 @@ OBSERVABLES = ("nuclear_norm", "reconstruction_error")     # the default panels 
 @restores_x64
 def plot_run(folder: str | Path, kind: str | None = None, x: str | None = None, y: str | None = None,
              color: str | None = None, pair: tuple[int, int] | None = None, s: float = 0.05, f: float = 0.95,
-             out: str | Path | None = None, title: str | None = None, at: dict[str, float] | None = None) -> list[Path]:
-    """Draw one figure of a run folder; it lands in `DIR/figures/<kind>[...].png` and at `out`.
+             out: str | Path | None = None, title: str | None = None, at: dict[str, float] | None = None,
+             formats: tuple[str, ...] = ("png",), facet: str | None = None) -> list[Path]:
+    """Draw one figure of a run folder; it lands in `DIR/figures/<kind>[...].<format>` for each of
+    `formats` (png at 200 dpi, pdf, svg) and at `out`.
     Its heading is `title` (if given) over what the figure holds fixed (`figure_slice`: the axes
     it does not draw, at the value it takes, steps, dtype, (s, f)) and, for a partial run, "partial:
     x of y chunks". Returns the paths written (the run folder's copy left out, with a warning,
@@ -68,13 +70,15 @@ def plot_run(folder: str | Path, kind: str | None = None, x: str | None = None, 
     depth-2 init), one line per value of `color` (default shape), mean and std over seeds; for
     diagonal_net with the interpolators' population errors as levels. heatmap with `color` a runs
     column (population_error, l1_l2_position, ...): its mean over seeds over two axes (default
-    sigma0 x shape), for diagonal_net at depth 2 with the theory's regime boundary. `at` picks one
+    sigma0 x shape), for diagonal_net at depth 2 with the theory's regime boundary; with `facet` an
+    axis (e.g. depth), one panel per value of it, side by side on one colour scale. `at` picks one
     value of other axes (e.g. {"depth": 3}) before the figure takes the first of the rest."""
     folder = Path(folder)
     if kind is not None and kind not in PLOT_KINDS:
         raise PlotError(f"kind={kind!r}: expected one of {', '.join(PLOT_KINDS)}")
     if out is not None and Path(out).suffix.lower() not in FIGURE_SUFFIXES:
         raise PlotError(f"out={str(out)!r}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
+    check_formats(formats)
     sweep = spec_module.load(spec_file(folder))
     sigma_star = sweep.family.targets(sweep.task)
     kind = kind or ("heatmap" if sigma_star is not None and sweep.record.levels else sweep.family.figure)
@@ -91,9 +95,12 @@ def plot_run(folder: str | Path, kind: str | None = None, x: str | None = None, 
     elif sigma_star is not None:
         incremental.pairs_for(sigma_star, [pair])
     at_name = "".join(f"-{axis}{value:g}" for axis, value in (at or {}).items())    # a figure of a slice: its own file
-    request = Request(folder, sweep, runs, sigma_star, x, y, color, pair, s, f, title, at)
+    request = Request(folder, sweep, runs, sigma_star, x, y, color, pair, s, f, title, at, facet)
+    if facet is not None and not column_heatmap:
+        raise PlotError(f"facet={facet!r}: panels side by side are drawn for a heatmap of a runs column "
+                        f"(kind='heatmap' with color one of the runs table's numeric columns)")
     figure, name = FIGURES[kind](request)
-    return _save_figure(figure, folder / "figures" / f"{name}{at_name}.png", out)
+    return save_figure(figure, [folder / "figures" / f"{name}{at_name}.{suffix}" for suffix in formats], out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +120,7 @@ class Request:
     f: float
     title: str | None
     at: dict[str, float] | None
+    facet: str | None = None
 
 
 FIGURES: dict[str, Callable[[Request], tuple[Any, str]]] = {}
@@ -259,13 +267,23 @@ def _column_heatmap(r: Request):
 
     sweep = r.sweep
     x, y = _two_axes(sweep, r.x or "sigma0", r.y or ("shape" if "shape" in sweep.axes else "depth"))
+    facet = r.facet and _axis_of(sweep, r.facet, "facet")
+    if facet in (x, y):
+        raise PlotError(f"facet={facet!r}: already the heatmap's {'x' if facet == x else 'y'} axis")
     _numeric_column(r.runs, r.color, sweep, "color")
-    frame, heading = figure_slice(r.runs[~r.runs.diverged], sweep, (x, y), r.title, r.folder, seeds="mean over {} seeds")
-    depth_two = (x, y) == ("sigma0", "shape") and "depth" in frame and (frame.depth == 2).all()
-    boundary = _q_boundary(sweep, frame["shape"].abs().max(), r.color) if depth_two else None
-    figure = plot.heatmap(frame.groupby([x, y], as_index=False)[r.color].mean(), x, y, r.color, title=heading,
-                          boundary=boundary)
-    return figure, f"heatmap-{x}-{y}-{r.color}"
+    drawn = (x, y, facet) if facet else (x, y)
+    frame, heading = figure_slice(r.runs[~r.runs.diverged], sweep, drawn, r.title, r.folder, seeds="mean over {} seeds")
+    keys = list(filter(None, drawn))
+    means = frame.groupby(keys, as_index=False)[r.color].mean()
+    panels = {value: frame[frame[facet] == value] for value in frame[facet].unique()} if facet else {None: frame}
+    boundaries = {value: _q_boundary(sweep, frame["shape"].abs().max(), r.color) for value, rows in panels.items()
+                  if (x, y) == ("sigma0", "shape") and "depth" in rows and (rows.depth == 2).all()}
+    if facet:           # the panel a curve belongs to, in its legend entry
+        boundaries = {value: (*curve[:2], f"{plot.facet_title(facet, value)}, {curve[2]}")
+                      for value, curve in boundaries.items() if curve is not None}
+    figure = plot.heatmap(means, x, y, r.color, title=heading, facet=facet, boundary=boundaries.get(None),
+                          boundaries=boundaries)
+    return figure, f"heatmap-{x}-{y}-{r.color}" + (f"-by-{facet}" if facet else "")
 
 
 def _threshold_heatmap(r: Request):
@@ -370,9 +388,17 @@ def _with_thresholds(table: pd.DataFrame, folder: Path) -> pd.DataFrame:
     return found
 
 
-def _save_figure(figure, default: Path, out: str | Path | None) -> list[Path]:
-    """Write a figure to `out` (if given) and to its place in the run folder; the paths written.
-    Where the run folder cannot take it (read-only) and `out` can, that is a warning, not an error."""
+def check_formats(formats) -> None:
+    """A PlotError unless `formats` is a non-empty sequence of figure formats (png, pdf, svg)."""
+    known = [suffix.lstrip(".") for suffix in FIGURE_SUFFIXES]
+    if isinstance(formats, str) or not formats or any(f not in known for f in formats):
+        raise PlotError(f"formats={formats!r}: expected a list of {', '.join(known)}, e.g. ('png', 'pdf')")
+
+
+def save_figure(figure, defaults: list[Path], out: str | Path | None = None) -> list[Path]:
+    """Write a figure to `out` (if given) and to its places in the run folder (one per format);
+    the paths written, the run folder's first. Where the run folder cannot take it (read-only) and
+    `out` can, that is a warning, not an error."""
     from dlsweep import plot
 
     paths = []
@@ -381,8 +407,8 @@ def _save_figure(figure, default: Path, out: str | Path | None) -> list[Path]:
             plot.save(figure, [Path(out)], keep_open=True)
             paths.append(Path(out))
         try:
-            plot.save(figure, [default], keep_open=True)
-            paths.insert(0, default)
+            plot.save(figure, defaults, keep_open=True)
+            paths[:0] = defaults
         except PlotError as err:
             if out is None:
                 raise PlotError(f"{err}; give out=... to write the figure elsewhere") from None
@@ -459,12 +485,13 @@ def _axis_of(sweep: Sweep, name: str, option: str = "x") -> str:
 
 def figure_slice(frame: pd.DataFrame, sweep: Sweep, drawn: str | tuple[str | None, ...] | None,
                  title: str | None, folder: Path, levels: tuple[float, float] | None = None,
-                 seeds: str | None = "{} seeds") -> tuple[pd.DataFrame, str]:
+                 seeds: str | None = "{} seeds", varied: tuple[str, ...] = ()) -> tuple[pd.DataFrame, str]:
     """The rows of a runs or derived table at the first value of every axis but those `drawn` and
     `seed` (and `seed` too where `seeds` is None), and the figure's heading, so that it stands
     alone: the `title` (if any), then what the figure holds fixed: those axes' values, the seeds
     (`seeds` with their count, where the figure takes all of them), steps, dtype and (s, f)
-    (`levels`, where they matter); then "partial: x of y chunks" for a run folder not yet complete."""
+    (`levels`, where they matter); then "partial: x of y chunks" for a run folder not yet complete.
+    The caption line (`sweep_caption`) leaves out the [task] keys `varied` across the panels."""
     from dlsweep.plot import facet_title
 
     drawn = drawn if isinstance(drawn, tuple) else (drawn,)
@@ -473,11 +500,38 @@ def figure_slice(frame: pd.DataFrame, sweep: Sweep, drawn: str | tuple[str | Non
     if chosen.empty:
         raise PlotError(f"{folder}: every run diverged or was undecided; nothing to draw")
     fixed = [facet_title(a, chosen[a].iloc[0]) for a in others if a in chosen]
-    if "seed" in sweep.axes and "seed" not in others and "seed" not in drawn:
-        fixed.append(seeds.format(len(sweep.axes["seed"])))
-    fixed += [f"{sweep.steps:,} steps", sweep.dtype] + ([f"(s, f) = ({levels[0]:g}, {levels[1]:g})"] if levels else [])
+    if "seed" in sweep.axes and "seed" not in others and "seed" not in drawn and "seed" in chosen:
+        count = chosen["seed"].nunique()       # the seeds the figure takes (one, where `at` picked it)
+        fixed.append(seeds.format(count) if count > 1 else facet_title("seed", chosen["seed"].iloc[0]))
+    fixed += [f"{sweep.steps:,} steps", sweep.dtype]
+    if levels:
+        fixed.append(f"(s, f) = ({levels[0]:g}, {levels[1]:g}): the hitting levels, as shares of $\\sigma^*$")
     lines = [title] if title else []
-    return chosen, "\n".join([*lines, ", ".join(fixed), *filter(None, [store.partial_note(folder)])])
+    return chosen, "\n".join([*lines, sweep_caption(sweep, varied), ", ".join(fixed),
+                              *filter(None, [store.partial_note(folder)])])
+
+
+TASK_SYMBOLS = {"sigma_star": r"$\sigma^*$"}
+CAPTION_VALUES = 6       # a [task] list longer than this is summarized by its length in a caption
+
+
+def sweep_caption(sweep: Sweep, varied: tuple[str, ...] = ()) -> str:
+    """One line saying what a figure's runs are: the model, its [task] (the data: scalars, and
+    lists up to `CAPTION_VALUES` long; but the keys `varied` across panels) and the grid, "toy,
+    sigma* = (12, 6, 3); 486 runs: 54 sigma0 x 9 eta"."""
+    from dlsweep.plot import facet_symbol
+
+    def shown(value) -> str:
+        if isinstance(value, (list, tuple)):
+            return f"({', '.join(map(shown, value))})" if len(value) <= CAPTION_VALUES else f"{len(value)} values"
+        return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+    task = [f"{TASK_SYMBOLS.get(key, key)} = {shown(value)}" for key, value in sweep.task.items()
+            if isinstance(value, (bool, int, float, str, list, tuple)) and key not in varied]
+    swept = [f"{len(values)} {'seeds' if axis == 'seed' else facet_symbol(axis)}" for axis, values in sweep.axes.items()
+             if len(values) > 1]
+    grid = f"{sweep.n_runs:,} run{'s' if sweep.n_runs != 1 else ''}" + (f": {' × '.join(swept)}" if swept else "")
+    return f"{sweep.model}" + (f", {', '.join(task)}" if task else "") + f"; {grid}"
 
 
 def _spread(values, count: int) -> list:

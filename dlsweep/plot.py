@@ -6,7 +6,9 @@ diverged trajectories are drawn grey and hatched, never in a colour of the data 
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 import os
 import textwrap
 from pathlib import Path
@@ -32,11 +34,25 @@ HEADING_WIDTH = 0.96         # the share of a figure's width its heading may tak
 SINGLE, DOUBLE = 3.4, 7.0                       # paper column widths, inches
 LABELS = {"sigma0": r"initialization scale $\sigma_0$", "depth": r"depth $N$", "lr": r"learning rate $\eta$",
           "r": r"target ratio $r = \sigma^*_i / \sigma^*_j$", "seed": "seed",
-          "sparsity": r"sparsity $s$ (nonzeros of $w^*$)",
+          "sparsity": r"sparsity $\|w^*\|_0$ (nonzeros of $w^*$)",
           "shape": r"init shape $s$ (0: balanced layers)",
           "momentum": r"momentum $\beta$", "b1": r"Adam $\beta_1$", "b2": r"Adam $\beta_2$", "eps": r"Adam $\epsilon$"}
 LOG_AXES = {"sigma0", "lr", "r", "eps"}
 ROW_AXES = {"shape", "momentum", "b1", "b2"}         # heatmap rows of equal height, labelled by value (like integer axes)
+
+
+STYLE = Path(__file__).with_name("figure.mplstyle")
+"""The package's figure style (fonts, colours, 200 dpi PNG, tight bounding box, editable PDF text)."""
+
+
+def styled(draw):
+    """Make (or save) a figure under the package's `STYLE`, the caller's rcParams left as they were."""
+    @functools.wraps(draw)
+    def in_style(*args, **kwargs):
+        with matplotlib.rc_context(fname=STYLE):
+            return draw(*args, **kwargs)
+
+    return in_style
 
 
 def _subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], layout: str | None = None,
@@ -54,7 +70,8 @@ def axis_label(name: str) -> str:
 
 def wrapped(title: str | None, width: float, fontsize: float) -> str | None:
     """A title's lines wrapped to fit `width` inches at `fontsize` points (its line breaks kept),
-    preferably after a comma, so that a list of settings keeps each setting on one line."""
+    preferably after a comma, so that a list of settings keeps each setting on one line; lengths
+    are those of the rendered text (`_visible_length`), and math is never split."""
     if not title:
         return title
     characters = int(width * 72 / (EM_PER_CHARACTER * fontsize))
@@ -63,13 +80,22 @@ def wrapped(title: str | None, width: float, fontsize: float) -> str | None:
         pieces = [""]
         for item in _top_level_items(line):
             joined = f"{pieces[-1]}, {item}" if pieces[-1] else item
-            if len(joined) <= characters or not pieces[-1]:
+            if _visible_length(joined) < characters or not pieces[-1]:       # room for a trailing comma
                 pieces[-1] = joined
             else:
                 pieces[-1] += ","
                 pieces.append(item)
-        lines += [textwrap.fill(piece, characters, break_on_hyphens=False) for piece in pieces]
+        lines += [piece if "$" in piece or _visible_length(piece) <= characters
+                  else textwrap.fill(piece, characters, break_on_hyphens=False) for piece in pieces]
     return "\n".join(lines)
+
+
+def _visible_length(text: str) -> int:
+    """Characters a text shows: inside $math$ a TeX command (\\sigma) counts as one, and braces,
+    `_`, `^` as none; the `$` themselves as none."""
+    parts = text.split("$")
+    return sum(len(re.sub(r"[{}_^]", "", re.sub(r"\\[A-Za-z]+", "x", part))) if n % 2 else len(part)
+               for n, part in enumerate(parts))
 
 
 def _top_level_items(line: str) -> list[str]:
@@ -103,6 +129,7 @@ def _cell_edges(values: np.ndarray, log: bool) -> np.ndarray:
 # ----------------------------------------------------------------------------- trajectories
 
 
+@styled
 def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str | None = "sigma0",
                  cols: str | None = "depth", s: float | None = 0.05, f: float | None = 0.95, pair=(0, 1),
                  time: str = "lr", xscale: str = "log", width: float = DOUBLE,
@@ -114,8 +141,8 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
     deviation. With targets (`sigma_star`, else None): guides at sigma*_i, f sigma*_i and
     s sigma*_j for the pair (i, j)."""
     data = traj.merge(runs, on="run_id")
-    row_values = sorted(data[rows].unique()) if rows else [None]
-    col_values = sorted(data[cols].unique()) if cols else [None]
+    row_values = _facet_values(data[rows]) if rows else [None]
+    col_values = _facet_values(data[cols]) if cols else [None]
     fig, axes = _subplots(len(row_values), len(col_values), figsize=(width, 1.9 * len(row_values) + 0.6),
                           sharex=True, sharey=True, squeeze=False, layout="constrained")
     k = len([c for c in traj.columns if c.startswith("sigma_")])
@@ -153,7 +180,8 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
             if s is not None and pair is not None:
                 ax.axhline(s * sigma_star[pair[1]], color="0.3", ls="-.", lw=0.8)
             ax.set_xscale(xscale)
-            ax.set_title(", ".join(t for t in (facet_title(cols, cv), facet_title(rows, rv)) if t), fontsize=7)
+            facet = ", ".join(t for t in (facet_title(cols, cv), facet_title(rows, rv)) if t)
+            ax.set_title(wrapped(facet, width / len(col_values) * 0.9, 7), fontsize=7)
             ax.tick_params(which="both", labelsize=7)
             if c_i == 0:
                 ax.set_ylabel(ylabel, fontsize=8)
@@ -161,10 +189,17 @@ def trajectories(traj: pd.DataFrame, runs: pd.DataFrame, sigma_star, rows: str |
     handles, labels = [sum(pairs, []) for pairs in zip(*(ax.get_legend_handles_labels() for ax in axes.flat))]
     if pair is not None:
         handles += [Line2D([], [], color="0.3", ls="--"), Line2D([], [], color="0.3", ls="-.")]
-        labels += [rf"$f\sigma^*$ = {f * sigma_star[pair[0]]:g} (f = {f:g})",
-                   rf"$s\sigma^*$ = {s * sigma_star[pair[1]]:g} (s = {s:g})"]
+        labels += [rf"level $f \cdot \sigma^*_i$ = {f * sigma_star[pair[0]]:g} (f = {f:g})",
+                   rf"level $s \cdot \sigma^*_j$ = {s * sigma_star[pair[1]]:g} (s = {s:g})"]
     _legend_on_top(fig, handles, labels, data["seed"].nunique() if repeated else 1, title)
     return fig
+
+
+def _facet_values(column: pd.Series) -> list:
+    """The values of a facet column in panel order: a categorical's own order, else sorted."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return [value for value in column.cat.categories if value in set(column)]
+    return sorted(column.unique())
 
 
 def _legend_on_top(fig, handles: list, labels: list, seeds: int, title: str | None) -> None:
@@ -191,6 +226,7 @@ def _over_repetitions(runs_steps: pd.DataFrame, column: str) -> tuple[np.ndarray
     return table.index.to_numpy(), table.mean(axis=1).to_numpy(), table.std(axis=1).to_numpy()
 
 
+@styled
 def correlation_by_depth(runs: pd.DataFrame, baseline: str | None = None, width: float = SINGLE * 1.4,
                          title: str | None = None) -> Figure:
     """The final predictor's correlation with the labelling vector against depth, one line per
@@ -216,6 +252,7 @@ def correlation_by_depth(runs: pd.DataFrame, baseline: str | None = None, width:
     return fig
 
 
+@styled
 def agreement_by_sparsity(runs: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
     """The agreement of the network's first s selected features with orthogonal matching
     pursuit's (`omp_agreement`) against the sparsity s, mean and +- one standard deviation over
@@ -249,6 +286,7 @@ OBSERVABLE_LABELS = {
 }
 
 
+@styled
 def observables(traj: pd.DataFrame, runs: pd.DataFrame, columns: list[str], hue: str = "depth",
                 time: str = "step", width: float = DOUBLE, title: str | None = None) -> Figure:
     """One panel per recorded quantity (e.g. `nuclear_norm`, `reconstruction_error`: Gidel et
@@ -273,6 +311,7 @@ def observables(traj: pd.DataFrame, runs: pd.DataFrame, columns: list[str], hue:
     return fig
 
 
+@styled
 def pc_profile(spread: pd.DataFrame, hue: str = "depth", shown: int = 5, width: float = DOUBLE,
                title: str | None = None) -> Figure:
     """Hacohen & Weinshall's Figure 4 from an `api.pc_spread` table: the distance of W's
@@ -316,6 +355,7 @@ def _relative_curve(ax, traj: pd.DataFrame, column: str, colour, label: str) -> 
     return step
 
 
+@styled
 def pc_curves(traj: pd.DataFrame, runs: pd.DataFrame, directions: list[int], predicted: dict[int, np.ndarray] | None = None,
               width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
     """Hacohen & Weinshall's Figure 2 (left): the distance to the optimum along a few principal
@@ -333,7 +373,7 @@ def pc_curves(traj: pd.DataFrame, runs: pd.DataFrame, directions: list[int], pre
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_ylim(1e-8, 3.0)
-    ax.set_xlabel("GD step $s$", fontsize=8)
+    ax.set_xlabel("GD step $t$", fontsize=8)
     ax.set_ylabel(r"$\|w_j - w_j^{\rm opt}\|$ relative to step 0", fontsize=8)
     ax.tick_params(which="both", labelsize=7)
     ax.legend(fontsize=7, frameon=False, ncol=2)
@@ -342,6 +382,7 @@ def pc_curves(traj: pd.DataFrame, runs: pd.DataFrame, directions: list[int], pre
     return fig
 
 
+@styled
 def pc_rates(rates: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
     """Measured per-PC convergence rates (`rate`, per step; mean over seeds, bars +- one std)
     against the principal direction j (by decreasing eigenvalue of Sigma_x), one colour per depth,
@@ -365,6 +406,31 @@ def pc_rates(rates: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None
     return fig
 
 
+@styled
+def value_panels(panels: list[tuple[str, pd.DataFrame, float, str]], width: float = DOUBLE,
+                 title: str | None = None) -> Figure:
+    """One panel per (title, trajectories of one run, its lr, y label): its observed values
+    (columns sigma_0, sigma_1, ...) against time eta * step on a log axis, each value a colour
+    (Gissin et al.'s Figure 1: four models side by side)."""
+    heading_lines = (wrapped(title, width * HEADING_WIDTH, 9) or "").count("\n") + 1 if title else 0
+    fig, axes = _subplots(1, len(panels), figsize=(width, 2.6 + 0.17 * heading_lines), squeeze=False,
+                          layout="constrained")
+    for ax, (panel, traj, lr, ylabel) in zip(axes[0], panels):
+        columns = sorted((c for c in traj.columns if c.startswith("sigma_")), key=lambda c: int(c.split("_")[1]))
+        time = traj["step"].to_numpy() * lr
+        for n, column in enumerate(columns):
+            ax.plot(time[1:], traj[column].to_numpy()[1:], color=OKABE_ITO[n % len(OKABE_ITO)],
+                    label=f"{_ordinal(n + 1)} largest")
+        ax.set_xscale("log")
+        ax.set_title(wrapped(panel, width / len(panels) * 0.95, 8))
+        ax.set_ylabel(ylabel)
+    fig.supxlabel(r"time $t = \eta \cdot$ step", fontsize=9)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    _legend_on_top(fig, handles, labels, 1, title)
+    return fig
+
+
+@styled
 def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], column: str,
                    width: float = DOUBLE, title: str | None = None) -> Figure:
     """One recorded quantity relative to its initial value, q(t) / q(0), against the GD step for
@@ -387,11 +453,21 @@ def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], col
     return fig
 
 
+SYMBOLS = {"sigma0": r"$\sigma_0$", "depth": "$N$", "lr": r"$\eta$", "sparsity": r"$\|w^*\|_0$", "shape": "$s$",
+           "momentum": r"$\beta$", "b1": r"$\beta_1$", "b2": r"$\beta_2$", "eps": r"$\epsilon$"}
+
+
+def facet_symbol(name: str) -> str:
+    """An axis's symbol in a figure (its name where it has none)."""
+    return SYMBOLS.get(name, name)
+
+
 def facet_title(name: str | None, value) -> str:
     if name is None:
         return ""
-    symbol = {"sigma0": r"$\sigma_0$", "depth": "$N$", "lr": r"$\eta$", "sparsity": "$s$", "shape": "$s$",
-              "momentum": r"$\beta$", "b1": r"$\beta_1$", "b2": r"$\beta_2$", "eps": r"$\epsilon$"}.get(name, name)
+    if isinstance(value, str):          # a label that says what it is ("with bias")
+        return value
+    symbol = facet_symbol(name)
     return f"{symbol} = {value:.3g}" if isinstance(value, (int, float, np.number)) else f"{symbol} = {value}"
 
 
@@ -412,35 +488,64 @@ def decisions_frame(runs: pd.DataFrame, pair: tuple[int, int], s: float, f: floa
     return table.assign(log_hit_ratio=ratio)
 
 
+@styled
 def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.DataFrame | None = None,
             title: str | None = None, width: float = SINGLE * 1.4,
-            boundary: tuple[np.ndarray, np.ndarray, str] | None = None) -> Figure:
+            boundary: tuple[np.ndarray, np.ndarray, str] | None = None, facet: str | None = None,
+            boundaries: dict | None = None) -> Figure:
     """A phase diagram over two swept axes. `color` is `status` (incremental or not; undecided,
     diverged and empty cells hatched grey) or a numeric column (viridis). With `thresholds` (rows
     keyed by `y` when x is sigma0), the measured threshold is drawn as a line and gf_exact and the
     Theorem 2 band are overlaid and labelled; `boundary` (xs, ys, label) is a theory curve drawn
-    over the cells."""
+    over the cells. With `facet` (a column of `frame`), one panel per value of it side by side,
+    one colour scale and bar for all, and the curve `boundaries[value]` over a panel where given."""
+    values = sorted(frame[facet].unique()) if facet else [None]
+    panels = [(value, frame if facet is None else frame[frame[facet] == value]) for value in values]
+    boundaries = {None: boundary} if facet is None else (boundaries or {})
+    panel_width = width if facet is None else max(width * 0.62, DOUBLE / len(values))
+    fig, axes = _subplots(1, len(values), figsize=(panel_width * len(values), width * 0.8), layout="constrained",
+                          sharey=True, squeeze=False)
+    numeric = color != "status"
+    if color == "incremental_fraction":
+        limits = (0.0, 1.0)
+    else:
+        limits = (np.nanmin(frame[color]), np.nanmax(frame[color])) if numeric else (None, None)
+    legend, mesh = {}, None
+    for ax, (value, panel) in zip(axes[0], panels):
+        entries, mesh = _heatmap_panel(ax, panel, x, y, color, limits, thresholds, boundaries.get(value))
+        legend |= {entry.get_label(): entry for entry in entries}
+        if facet is not None:
+            ax.set_title(facet_title(facet, value))
+            if ax is not axes[0, 0]:
+                ax.set_ylabel("")
+    if numeric:
+        fig.colorbar(mesh, ax=list(axes[0]), label=_quantity_label(color))
+    fig.legend(handles=list(legend.values()), loc="outside lower center", ncol=2, fontsize=7, frameon=False)
+    if title:
+        heading(fig, title, 9)
+    return fig
+
+
+def _heatmap_panel(ax, frame: pd.DataFrame, x: str, y: str, color: str, limits: tuple, thresholds, boundary) -> tuple:
+    """One panel of `heatmap`: its cells (numeric colours within `limits`), overlays and labels;
+    its legend entries and its mesh."""
     xs, ys = np.sort(frame[x].unique()), np.sort(frame[y].unique())
     grid = frame.pivot_table(index=y, columns=x, values=color, aggfunc="first").reindex(index=ys, columns=xs)
     x_log, y_log = x in LOG_AXES, y in LOG_AXES
     y_rows = y in ROW_AXES or (not y_log and np.allclose(ys, np.round(ys)))    # integer axis (depth, seed): equal rows
     x_edges = _cell_edges(xs, x_log)
     y_edges = np.arange(len(ys) + 1) - 0.5 if y_rows else _cell_edges(ys, y_log)
-    fig, ax = _subplots(figsize=(width, width * 0.8), layout="constrained")
     ax.add_patch(Rectangle((x_edges[0], y_edges[0]), x_edges[-1] - x_edges[0], y_edges[-1] - y_edges[0],
                            facecolor=MISSING, hatch="///", edgecolor="white", lw=0, zorder=0))
     if color == "status":
         codes = grid.map(lambda v: CATEGORIES.index(v) if v in CATEGORIES else np.nan).to_numpy(float)
-        cmap = ListedColormap(OKABE_ITO[:2])
-        ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(codes), cmap=cmap,
-                      norm=BoundaryNorm([-0.5, 0.5, 1.5], 2))
+        mesh = ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(codes), cmap=ListedColormap(OKABE_ITO[:2]),
+                             norm=BoundaryNorm([-0.5, 0.5, 1.5], 2))
         legend = [Patch(color=OKABE_ITO[0], label="incremental"), Patch(color=OKABE_ITO[1], label="not incremental"),
                   Patch(facecolor=MISSING, hatch="///", edgecolor="white", label="undecided / diverged / none")]
     else:
-        values = grid.to_numpy(float)
-        share = (0.0, 1.0) if color == "incremental_fraction" else (None, None)
-        mesh = ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(values), cmap="viridis", vmin=share[0], vmax=share[1])
-        fig.colorbar(mesh, ax=ax, label=_quantity_label(color))
+        mesh = ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(grid.to_numpy(float)), cmap="viridis",
+                             vmin=limits[0], vmax=limits[1])
         missing = "no seed decided" if color == "incremental_fraction" else "no data (or diverged)"
         legend = [Patch(facecolor=MISSING, hatch="///", edgecolor="white", label=missing)]
     ax.set_xscale("log" if x_log else "linear")
@@ -461,12 +566,10 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
     ax.set_ylabel(axis_label(y))
     ax.set_xlim(x_edges[0], x_edges[-1])
     ax.set_ylim(y_edges[0], y_edges[-1])
-    fig.legend(handles=legend, loc="outside lower center", ncol=2, fontsize=7, frameon=False)
-    if title:
-        heading(fig, title, 9)
-    return fig
+    return legend, mesh
 
 
+@styled
 def summary_lines(frame: pd.DataFrame, x: str, column: str, hue: str, levels: dict[str, float] | None = None,
                   curve: tuple[np.ndarray, np.ndarray, str] | None = None, title: str | None = None,
                   width: float = SINGLE * 1.4, log_y: bool = False) -> Figure:
@@ -498,6 +601,7 @@ def summary_lines(frame: pd.DataFrame, x: str, column: str, hue: str, levels: di
     return fig
 
 
+@styled
 def neuron_q_contours(panels: list[tuple[str, np.ndarray, float]], extent: float = 4.0, width: float = DOUBLE) -> Figure:
     """Contours of Azulay et al.'s Q for one neuron in d = 2 (their Figure 7.2), one panel per
     (title, w~0, delta): Q(w~) - Q(w~0) on [-extent, extent]^2 at levels spaced evenly in its square
@@ -524,14 +628,16 @@ def neuron_q_contours(panels: list[tuple[str, np.ndarray, float]], extent: float
     return fig
 
 
+@styled
 def save(figure: Figure, paths, keep_open: bool = False) -> None:
-    """Write a figure to every path (PNG at 150 dpi, or PDF / SVG by suffix), then close it
-    (unless `keep_open`). A path that cannot be written is a PlotError naming it."""
+    """Write a figure to every path (PNG at 200 dpi, or PDF / SVG by suffix; `STYLE`'s tight
+    bounding box, so nothing outside the axes is cut), then close it (unless `keep_open`). A path
+    that cannot be written is a PlotError naming it."""
     try:
         for path in map(Path, paths):
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                figure.savefig(path, dpi=150)
+                figure.savefig(path)
             except OSError as err:
                 raise PlotError(f"{path}: cannot write the figure ({os.strerror(err.errno) if err.errno else err})") from None
     finally:
@@ -545,7 +651,7 @@ def close(figure: Figure) -> None:
 
 
 def _quantity_label(name: str) -> str:
-    return {"log_hit_ratio": r"$\log_{10}$(step $\sigma_j$ reaches $s\sigma^*_j$ / step $\sigma_i$ reaches $f\sigma^*_i$)",
+    return {"log_hit_ratio": r"$\log_{10}$(step $\sigma_j$ reaches $s \cdot \sigma^*_j$ / step $\sigma_i$ reaches $f \cdot \sigma^*_i$)",
             "sigma0_th": r"threshold $\sigma_0^{th}$",
             "log10_threshold_over_target": r"$\log_{10}(\sigma_0^{th} / \sigma^*_j)$",
             "final_loss": "final loss",
@@ -592,6 +698,7 @@ def _overlay_thresholds(ax, thresholds: pd.DataFrame, y: str, y_edges: np.ndarra
 # ----------------------------------------------------------------------------- threshold curves
 
 
+@styled
 def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
     """sigma0_th / sigma*_j against r on log axes, one colour per depth: measured (markers), and
     where the table carries the theory (runs that follow the toy model's gradient descent:
@@ -627,16 +734,25 @@ def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, titl
     return fig
 
 
+PLAIN_TICKS = 7
+
+
 def _plain_ticks(axis, values) -> None:
-    """Readable ticks (1.5, 2, 3, ...) on a short log axis."""
+    """Readable ticks (1.5, 2, 3, ...) on a short log axis, at least 1/`PLAIN_TICKS` of the axis's
+    span apart so their labels never touch."""
     candidates = np.array([1.1, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100])
-    inside = candidates[(candidates >= np.min(values)) & (candidates <= np.max(values))]
+    gap = np.log10(np.max(values) / np.min(values)) / PLAIN_TICKS
+    inside = []
+    for tick in candidates[(candidates >= np.min(values)) & (candidates <= np.max(values))]:
+        if not inside or np.log10(tick / inside[-1]) >= gap:
+            inside.append(tick)
     if np.max(values) / np.min(values) < 100 and len(inside) >= 2:
         axis.set_major_locator(matplotlib.ticker.FixedLocator(inside))
         axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
+@styled
 def lr_map(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
     """Threshold against learning rate at N = 2 with Theorem 3's bounds and the gradient-flow
     limit, one colour per pair (Gissin et al. Theorem 3); `title` under the heading."""

@@ -15,4 +15,5 @@ cd "$work"
 venv/bin/dlsweep --help > /dev/null
 venv/bin/dlsweep reproduce gissin-fig2 --quick --out-root "$work/runs"
 find "$work/runs" -name manifest.json | grep -q . || { echo "wheel check: no run folder written" >&2; exit 1; }
+find "$work/runs" -name "*.png" | grep -q . || { echo "wheel check: no figure drawn" >&2; exit 1; }
 echo "wheel check: ok"

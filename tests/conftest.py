@@ -160,17 +160,49 @@ def long_reference(tmp_path_factory, long_spec):
     return store.load(folder), store.load_trajectories(folder)
 
 
+def panels_of(figure) -> list[dict]:
+    """What each panel of a figure draws (colour bars left out): its title, x and y labels (the
+    figure's shared ones where the panel has none) and how many of its artists hold data."""
+    from matplotlib.collections import Collection
+    from matplotlib.image import AxesImage
+    from matplotlib.lines import Line2D
+
+    def filled(artist) -> bool:
+        if isinstance(artist, Line2D):
+            return len(artist.get_xdata()) > 0
+        if isinstance(artist, Collection):
+            return len(artist.get_paths()) > 0 or (artist.get_array() is not None and artist.get_array().size > 0)
+        return isinstance(artist, AxesImage)
+
+    shared_x = figure._supxlabel.get_text() if getattr(figure, "_supxlabel", None) else ""
+    shared_y = figure._supylabel.get_text() if getattr(figure, "_supylabel", None) else ""
+    return [{"title": ax.get_title(), "xlabel": ax.get_xlabel() or shared_x, "ylabel": ax.get_ylabel() or shared_y,
+             "data": sum(filled(a) for a in [*ax.lines, *ax.collections, *ax.images])}
+            for ax in figure.axes if ax.get_visible() and not hasattr(ax, "_colorbar")]
+
+
 @pytest.fixture(scope="session")
 def quick_reproduction(tmp_path_factory):
-    """name -> Reproduced of each bundled reproduction's --quick version, run once per session."""
-    from dlsweep import reproduce
+    """name -> Reproduced of each bundled reproduction's --quick version, run once per session;
+    `.panels[path]` is what each panel of the figure saved at `path` draws (`panels_of`)."""
+    from unittest import mock
+
+    from dlsweep import plot, reproduce
 
     root = tmp_path_factory.mktemp("reproduce-quick")
     done = {}
+    save = plot.save
+
+    def recording(figure, paths, keep_open=False):
+        for path in paths:
+            get.panels[Path(path)] = panels_of(figure)
+        return save(figure, paths, keep_open)
 
     def get(name):
         if name not in done:
-            done[name] = reproduce.run(name, quick=True, out_root=root, progress_bar=False)
+            with mock.patch.object(plot, "save", recording):
+                done[name] = reproduce.run(name, quick=True, out_root=root, progress_bar=False)
         return done[name]
 
+    get.panels = {}
     return get

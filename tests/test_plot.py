@@ -6,6 +6,7 @@ fit on it, partial runs)."""
 from __future__ import annotations
 
 import math
+import re
 import os
 import shutil
 import subprocess
@@ -634,3 +635,103 @@ def test_a_run_folder_that_cannot_take_the_figure(tiny_run, tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.out.strip() == str(out)
     assert captured.err.startswith("dlsweep: warning: ") and captured.err.count("\n") == 1, captured.err
+
+
+# ----------------------------------------------------------------------------- every figure: caption, style, formats
+
+TINY_CAPTION = "toy, $\\sigma^*$ = (3, 1); 32 runs: 2 $N$ × 8 $\\sigma_0$ × 2 $\\eta$"
+
+
+@pytest.mark.parametrize("case", FIXED, ids=list(FIXED))
+def test_every_figure_names_its_model_data_and_grid(tiny_run, captured, case):
+    """The caption line of TINY: the family, its [task] and the grid (2 depths x 8 sigma0 x 2 lr),
+    so a figure copied into a talk still says what was run."""
+    api.plot_run(tiny_run, **FIXED[case][0])
+    assert TINY_CAPTION in figure_texts(captured[-1])
+
+
+def test_figures_use_the_package_style_and_leave_the_callers_rcparams(tiny_run, captured):
+    """A figure is drawn under dlsweep/figure.mplstyle (8 pt labels, viridis, Okabe-Ito cycle) while
+    the caller's rcParams stay as they were, whatever they are."""
+    with matplotlib.rc_context({"font.size": 15.0, "axes.labelsize": 20.0, "image.cmap": "magma"}):
+        before = dict(matplotlib.rcParams)
+        api.plot_run(tiny_run, kind="heatmap", color="final_loss")
+        assert dict(matplotlib.rcParams) == before
+    ax = captured[-1].axes[0]
+    assert ax.xaxis.label.get_fontsize() == 8.0
+    assert quadmesh(ax).get_cmap().name == "viridis"
+    assert matplotlib.rc_params_from_file(plot.STYLE, use_default_template=False)["savefig.dpi"] == 200
+
+
+def test_plot_run_writes_every_format_asked(tiny_run):
+    """formats=("png", "pdf"): one file each under DIR/figures, the PNG at 200 dpi (its pHYs), the
+    PDF a vector file with its text in TrueType fonts (Type 42: CIDFontType2), never Type 3
+    bitmaps of glyphs, so it stays editable."""
+    from PIL import Image
+
+    paths = api.plot_run(tiny_run, kind="thresholds", formats=("png", "pdf"))
+    assert paths == [tiny_run / "figures" / "thresholds.png", tiny_run / "figures" / "thresholds.pdf"]
+    with Image.open(paths[0]) as image:
+        assert image.info["dpi"] == pytest.approx((200, 200), abs=0.5)
+    pdf = paths[1].read_bytes()
+    assert pdf[:4] == PDF and b"/CIDFontType2" in pdf and b"/Type3" not in pdf
+    for bad in (("jpg",), "png", ()):
+        with pytest.raises(PlotError, match=r"formats=.*: expected a list of png, pdf, svg"):
+            api.plot_run(tiny_run, kind="thresholds", formats=bad)
+
+
+def test_cli_format_writes_each_and_refuses_an_unknown_one(tiny_run, capsys):
+    assert cli.main(["plot", str(tiny_run), "--kind", "lr", "--format", "png,svg"]) == 0
+    assert capsys.readouterr().out.split() == [str(tiny_run / "figures" / "lr.png"), str(tiny_run / "figures" / "lr.svg")]
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["plot", str(tiny_run), "--format", "png,jpg"])
+    assert exit_.value.code == 2
+    assert "--format: expected a comma-separated list of png, pdf, svg; got 'png,jpg'" in capsys.readouterr().err
+
+
+def test_a_heading_is_wrapped_by_its_rendered_length_and_never_inside_math():
+    """TeX markup does not count towards a line's length ($\\sigma_0$ shows 2 characters), and a
+    piece with math is never cut inside it: a long facet title of a user's own axis breaks after
+    its comma."""
+    assert plot._visible_length(r"$\sigma_0$ = 0.001") == 10
+    assert plot.wrapped(r"imbalance = 16, $\sigma_0$ = 0.001", 1.0, 7) == "imbalance = 16,\n$\\sigma_0$ = 0.001"
+    one_line = r"$N$ = 2, $\sigma_0$ = 0.001"      # 18 characters shown, 26 written: fits 1.3 in at 7 pt
+    assert plot.wrapped(one_line, 1.3, 7) == one_line
+
+
+def test_faceted_heatmap_has_a_panel_per_value_and_one_colour_scale():
+    """facet='depth': one panel per depth with its title, one colour bar, every panel on the same
+    colour limits (the data's min and max over all panels), each panel's own cells; a boundary
+    curve only on the panel it is given for."""
+    values = {2: [1.0, 0.5, -0.5, np.nan], 3: [2.0, 1.5, 0.2, -1.0], 5: [3.0, 2.5, -0.1, -2.0]}
+    frame = pd.DataFrame([{"sigma0": s0, "depth": d, "shape": sh, "population_error": v + sh}
+                          for d, vs in values.items() for s0, v in zip(SIGMA0, vs) for sh in (0.0, 0.5)])
+    boundary = (np.array([1e-3, 1e-2]), np.array([0.0, 0.5]), "a theory curve")
+    fig = plot.heatmap(frame, "sigma0", "shape", "population_error", facet="depth", boundaries={2: boundary})
+    panels, colorbars = fig.axes[:3], fig.axes[3:]
+    assert len(colorbars) == 1 and "population error" in colorbars[0].get_ylabel()
+    assert [ax.get_title() for ax in panels] == ["$N$ = 2", "$N$ = 3", "$N$ = 5"]
+    for ax, depth in zip(panels, DEPTHS):
+        mesh = quadmesh(ax)
+        assert (mesh.norm.vmin, mesh.norm.vmax) == (-2.0, 3.5)
+        cells = np.ma.asarray(mesh.get_array()).reshape(2, 4)
+        np.testing.assert_allclose(cells.filled(np.nan), [values[depth], np.add(values[depth], 0.5)])
+    assert [len(ax.lines) for ax in panels] == [1, 0, 0]
+    assert "a theory curve" in legend_texts(fig.legends[0])
+
+
+def test_plot_run_facet_errors_name_the_option(tiny_run):
+    for kwargs, message in (({"color": "final_loss", "facet": "width"}, "facet='width': expected an axis of the sweep"),
+                            ({"color": "final_loss", "facet": "sigma0"}, "facet='sigma0': already the heatmap's x axis"),
+                            ({}, "facet='lr': panels side by side are drawn for a heatmap of a runs column")):
+        with pytest.raises(PlotError, match=re.escape(message)):
+            api.plot_run(tiny_run, kind="heatmap", **({"facet": "lr"} | kwargs))
+
+
+def test_plot_run_facet_draws_one_figure_per_run(tiny_run, captured):
+    paths = api.plot_run(tiny_run, kind="heatmap", color="final_loss", y="depth", facet="lr")
+    assert paths == [tiny_run / "figures" / "heatmap-sigma0-depth-final_loss-by-lr.png"]
+    figure = captured[-1]
+    assert [ax.get_title() for ax in figure.axes[:2]] == ["$\\eta$ = 0.01", "$\\eta$ = 0.03"]
+    assert "$\\eta$ = 0.01, " not in figure._suptitle.get_text()       # lr is drawn, not held fixed
+    assert_headings_fit(figure)

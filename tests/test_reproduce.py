@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -144,3 +145,77 @@ def test_unknown_reproduction_is_an_error(tmp_path, capsys):
     assert captured.err.startswith("dlsweep: error: unknown reproduction 'gissin-fig9'")
     assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
     assert list(tmp_path.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- --all and the gallery
+
+def test_gallery_names_links_and_rewrites_only_its_section(tmp_path):
+    """A figure's flat name drops the `figures` folders; the table links each PNG's thumbnail to
+    the PNG and its other formats beside it; the README is rewritten between the markers only,
+    and docs/gallery.md links relative to docs/."""
+    from dlsweep import gallery
+
+    run_root = tmp_path / "runs" / "gissin-fig5"
+    figures = [run_root / "figures" / "values-variants.png", run_root / "figures" / "values-variants.pdf",
+               run_root / "bias" / "figures" / "a.png"]
+    for figure in figures:
+        figure.parent.mkdir(parents=True, exist_ok=True)
+        figure.write_bytes(figure.suffix.encode())
+    docs = tmp_path / "docs"
+    copies = gallery.publish(figures, run_root, "gissin-fig5", docs)
+    assert [c.as_posix() for c in copies] == ["docs/figures/gissin-fig5-values-variants.png",
+                                              "docs/figures/gissin-fig5-values-variants.pdf",
+                                              "docs/figures/gissin-fig5-bias-a.png"]
+    assert (docs / "figures" / "gissin-fig5-bias-a.png").read_bytes() == b".png"
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# title\n\nbefore\n{gallery.START}\nold table\n{gallery.END}\nafter\n")
+    rows = [gallery.Row("gissin-fig5", "Gissin et al. 2020, Figure 5", 9.4, copies, "same | order"),
+            gallery.Row("gissin-fig3", "Gissin et al. 2020, Figure 3", None, (), "", " (not run)")]
+    assert gallery.write(rows, docs, readme) == [docs / "gallery.md", docs / gallery.RECORD, readme]
+    before = gallery.earlier(docs, "gissin-fig5")
+    assert (before.seconds, before.figures, before.timing) == (9.4, copies, "")      # measured on this machine
+    assert gallery.earlier(docs, "gissin-fig3") is None          # not run then: not recorded
+    text = readme.read_text()
+    assert text.startswith("# title\n\nbefore\n" + gallery.START + "\n") and text.endswith(gallery.END + "\nafter\n")
+    assert "old table" not in text
+    [fig5, fig3] = [line for line in text.splitlines() if line.startswith("| Gissin")]
+    assert fig5.startswith("| Gissin et al. 2020, Figure 5 | `dlsweep reproduce gissin-fig5` | 9 s | ")
+    assert ('<a href="docs/figures/gissin-fig5-values-variants.png"><img src="docs/figures/gissin-fig5-values-variants.png"'
+            ' width="220"></a> [pdf](docs/figures/gissin-fig5-values-variants.pdf)<br>') in fig5
+    assert fig5.endswith("| same \\| order |")
+    assert "| not measured (not run) |" in fig3
+    page = (docs / "gallery.md").read_text()
+    assert '<img src="figures/gissin-fig5-values-variants.png"' in page and "docs/" not in page
+
+
+def test_reproduce_all_publishes_the_figures_and_the_gallery(tmp_path, capsys):
+    """`reproduce --all` at full size (here every reproduction skipped but the theory-only
+    azulay-fig7-2) writes each figure in every format into docs/figures and a gallery row for every
+    reproduction, the skipped ones with their figures and time published before; --quick leaves
+    docs alone."""
+    from dlsweep import gallery
+
+    skipped = [name for name in reproduce.REPRODUCTIONS if name != "azulay-fig7-2"]
+    docs = tmp_path / "docs"
+    (docs / "figures").mkdir(parents=True)
+    (docs / "figures" / "gissin-fig2-trajectories.png").write_bytes(b"earlier")
+    gallery.write([gallery.Row("gissin-fig2", "Figure 2", 3.0, (Path("docs/figures/gissin-fig2-trajectories.png"),), "")],
+                  docs)
+    argv = ["reproduce", "--all", "--out-root", str(tmp_path / "runs"), "--docs", str(docs), "--format", "png,pdf",
+            "--skip", ",".join(skipped)]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"azulay-fig7-2: run folder {tmp_path / 'runs' / 'azulay-fig7-2'} (")
+    assert sorted(p.name for p in (docs / "figures").iterdir()) == [
+        "azulay-fig7-2-neuron-q-contours.pdf", "azulay-fig7-2-neuron-q-contours.png", "gissin-fig2-trajectories.png"]
+    page = (docs / "gallery.md").read_text()
+    assert len([line for line in page.splitlines() if line.startswith("| ") and "`dlsweep reproduce" in line]) == len(
+        reproduce.REPRODUCTIONS)
+    assert 'src="figures/gissin-fig2-trajectories.png"' in page and "| `dlsweep reproduce gissin-fig2` | 3 s |" in page
+    assert "(not run: measured on" in page
+    (docs / "gallery.md").unlink()
+    assert cli.main([*argv, "--quick"]) == 0
+    assert not (docs / "gallery.md").exists()
+    capsys.readouterr()
+    assert cli.main(["reproduce", "--all", "--skip", "nothing-such"]) == 2
+    assert "skip: unknown reproduction 'nothing-such'" in capsys.readouterr().err

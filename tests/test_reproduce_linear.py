@@ -136,7 +136,7 @@ def test_hacohen_fig10_shuffled_labels_learn_slower_unless_whitened(quick_reprod
     depth 2): the optimum for shuffled labels leans on the small principal components, which GD
     reaches last, so shuffled labels are learned slower; whitening gives every direction one rate.
     Expected, with the excess loss relative to its start, mean over seeds, at the last recorded
-    step <= 100 (whitened runs reach float32 rounding, ~1e-6, by the end): natural data, shuffled
+    step <= 100 (the sweep runs in float64: whitened runs pass float32's rounding, ~1e-6, by the end): natural data, shuffled
     >= 2x real (measured 2.58x); whitened data, the relative gap between them under a third of
     the natural data's (measured 16% against 158%; both move by ~1e-5 between XLA's CPU vector
     widths)."""

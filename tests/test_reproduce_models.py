@@ -11,7 +11,7 @@ import pytest
 
 from dlsweep import api, reproduce
 
-MODEL_NAMES = ("gissin-fig1a", "gissin-fig1b", "gissin-fig1c", "gissin-fig1d", "gissin-fig3",
+MODEL_NAMES = ("gissin-fig1", "gissin-fig1a", "gissin-fig1b", "gissin-fig1c", "gissin-fig1d", "gissin-fig3",
                "gissin-fig4", "gissin-fig5", "gissin-fig6", "gissin-fig7", "gidel-fig1", "gidel-fig2",
                "hacohen-fig2", "hacohen-fig4", "hacohen-fig10")
 
@@ -21,19 +21,43 @@ def run_folders(result) -> list:
     return [result.folder / v.folder for v in variants] if variants else [result.folder]
 
 
+# the panels a reproduction's figures must draw, where a figure sets several side by side (file name: count)
+PANELS = {"gissin-fig1": {"panels.png": 4}, "gissin-fig5": {"values-variants.png": 4},
+          "gissin-fig6": {"trajectories-sigma00.001-seed0.png": 5}, "gissin-fig7": {"trajectories-seed0.png": 3},
+          "gissin-fig4": {"values-variants.png": 8}, "hacohen-fig10": {"excess_loss-variants.png": 2}}
+
+
+def combined_name(repro) -> list[str]:
+    if not repro.combined:
+        return []
+    return ["panels.png" if repro.combined[0] == reproduce.PANELS else f"{repro.combined[0]}-variants.png"]
+
+
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_quick_reproduction_runs_and_draws_its_figures(quick_reproduction, name):
+    """Each figure of a --quick reproduction is written, one per declared figure and run folder
+    (its file named by its kind), and every panel of it draws data under an x label, beside a y
+    label (a row's panels share the first one's); the
+    figures that set panels side by side have the panels the paper's figure has."""
     result = quick_reproduction(name)
     folders = run_folders(result)
     repro = reproduce.REPRODUCTIONS[name]
-    kinds = [f["kind"] for f in repro.figures]
-    combined = [result.folder / "figures" / f"{repro.combined[0]}-variants.png"] if repro.combined else []
-    assert result.figures == [folder / "figures" / f"{kind}.png" for folder in folders for kind in kinds] + combined
+    declared = [(folder, f["kind"]) for folder in folders for f in repro.figures]
+    assert len(result.figures) == len(declared) + len(combined_name(repro))
+    for path, (folder, kind) in zip(result.figures, declared):
+        assert path.parent == folder / "figures" and path.stem.startswith(kind)
+    assert [p.name for p in result.figures[len(declared):]] == combined_name(repro)
+    assert all(p.parent == result.folder / "figures" for p in result.figures[len(declared):])
     for folder in folders:
         runs = api.load(folder)
         assert len(runs) > 0 and not runs.diverged.any()
     for path in result.figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+        panels = quick_reproduction.panels[path]
+        assert panels and all(p["data"] > 0 and p["xlabel"] for p in panels), (path.name, panels)
+        assert any(p["ylabel"] for p in panels), (path.name, panels)        # shared along a row
+    for file, count in PANELS.get(name, {}).items():
+        assert len(quick_reproduction.panels[result.folder / "figures" / file]) == count
 
 
 def first_step_at(traj, column: str, value: float) -> float:

@@ -1,0 +1,122 @@
+"""The gallery of the reproductions: their figures copied into `docs/figures/` under one flat
+name each, and the table that shows them beside the papers' (`docs/gallery.md`, and the README's
+section between `START` and `END` where the README has them)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+START, END = "<!-- gallery: start -->", "<!-- gallery: end -->"
+THUMBNAIL_WIDTH = 220          # pixels of a figure's thumbnail in the table
+COLUMNS = ("paper figure", "command", "time", "our figure", "what matches and what differs")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One reproduction as the gallery shows it: the paper's figure, the command, its wall time,
+    its figures (as published) and what matches and what differs."""
+
+    name: str
+    paper: str
+    seconds: float | None           # None: not run this time
+    figures: tuple[Path, ...]
+    verdict: str
+    timing: str = ""                # where `seconds` was measured, when not in this run
+
+
+def published_name(figure: Path, run_root: Path, name: str) -> str:
+    """A figure's flat name in docs/figures: the reproduction's name, then its path below the
+    reproduction's folder without the `figures` folders (`gissin-fig5/bias/figures/a.png` ->
+    `gissin-fig5-bias-a.png`)."""
+    parts = [p for p in figure.relative_to(run_root).parts if p != "figures"]
+    return "-".join([name, *parts])
+
+
+def publish(figures: list[Path], run_root: Path, name: str, docs: Path) -> tuple[Path, ...]:
+    """Copy a reproduction's figures into `docs/figures/` (`published_name`), replacing the
+    earlier copies of the same name; the copies, relative to `docs`'s parent."""
+    target = docs / "figures"
+    target.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for figure in figures:
+        copy = target / published_name(figure, run_root, name)
+        shutil.copyfile(figure, copy)
+        copies.append(copy.relative_to(docs.parent))
+    return tuple(copies)
+
+
+def machine() -> str:
+    """This machine's CPU, as the time column names it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def table(rows: list[Row], cpu: str) -> str:
+    """The gallery as a Markdown table, one row per reproduction: a PNG's thumbnail links to the
+    full-size PNG, and its other formats are linked beside it."""
+    lines = [f"Times: wall, full size, in one `dlsweep reproduce --all` on {cpu} (its compile cache empty at the "
+             "start).", "",
+             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        shown = []
+        for png in (f for f in row.figures if f.suffix == ".png"):
+            others = [f for f in row.figures if f.stem == png.stem and f.suffix != ".png"]
+            links = "".join(f" [{f.suffix[1:]}]({f.as_posix()})" for f in others)
+            shown.append(f'<a href="{png.as_posix()}"><img src="{png.as_posix()}" width="{THUMBNAIL_WIDTH}"></a>{links}')
+        seconds = "not measured" if row.seconds is None else f"{row.seconds:.0f} s"
+        cells = (row.paper, f"`dlsweep reproduce {row.name}`", f"{seconds}{row.timing}", "<br>".join(shown),
+                 row.verdict.replace("|", "\\|"))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+RECORD = "gallery.json"          # in docs/: each published reproduction's time, CPU and figures
+
+
+def earlier(docs: Path, name: str) -> Row | None:
+    """A reproduction's row as it was published before (`RECORD`), its time marked with the CPU
+    it was measured on where that is not this machine's; None where it never was."""
+    try:
+        entry = json.loads((docs / RECORD).read_text())[name]
+    except (OSError, ValueError, KeyError):
+        return None
+    return Row(name, entry["paper"], entry["seconds"], tuple(Path(f) for f in entry["figures"]), "",
+               "" if entry["cpu"] == machine() else f" (on {entry['cpu']})")
+
+
+def write(rows: list[Row], docs: Path, readme: Path | None = None) -> list[Path]:
+    """`docs/gallery.md`, `RECORD` (the rows run now, with this machine's CPU; the others as they
+    were) and the README's section between `START` and `END` where it has them (it is left alone
+    otherwise); the files written."""
+    cpu = machine()
+    text = table(rows, cpu)
+    record = docs / RECORD
+    try:
+        entries = json.loads(record.read_text())
+    except (OSError, ValueError):
+        entries = {}
+    for row in rows:
+        if not row.timing:
+            entries[row.name] = {"paper": row.paper, "seconds": row.seconds, "cpu": cpu,
+                                 "figures": [f.as_posix() for f in row.figures]}
+    record.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
+    gallery = docs / "gallery.md"
+    gallery.write_text("# Gallery: the papers' figures, reproduced\n\n" + text.replace("](docs/", "](")
+                       .replace('"docs/', '"'))
+    written = [gallery, record]
+    if readme is not None and readme.exists():
+        content = readme.read_text()
+        if START in content and END in content:
+            before, rest = content.split(START, 1)
+            readme.write_text(f"{before}{START}\n{text}{END}{rest.split(END, 1)[1]}")
+            written.append(readme)
+    return written
