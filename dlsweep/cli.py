@@ -21,7 +21,7 @@ from pathlib import Path
 
 from dlsweep import __version__, interrupt
 from dlsweep.errors import PlotError, SpecError, StoreError, ThresholdError
-from dlsweep.figures import FIGURE_SUFFIXES, PLOT_KINDS
+from dlsweep.figures import FIGURE_SUFFIXES, PLOT_KINDS, TIMES
 from dlsweep.warning import DlsweepWarning
 
 INTERRUPTED = "dlsweep: interrupted"
@@ -132,7 +132,10 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--format", type=_formats, default=("png",), metavar="LIST",
                     help="the formats written under DIR/figures/: png (200 dpi), pdf, svg, comma-separated (default png)")
     pl.add_argument("--facet", metavar="AXIS", help="heatmap of a runs column: one panel per value of this axis "
-                                                   "(e.g. depth), side by side on one colour scale")
+                                                   "(e.g. depth), side by side on one colour scale; observables: a "
+                                                   "column of panels per value")
+    pl.add_argument("--time", choices=TIMES, help="observables: the time axis: step (default), eta (eta x step) or "
+                                                  "rescaled (eta x step / ln(1/sigma0), Gidel et al.'s t / delta)")
 
     rp = verb("reproduce", "run a bundled reproduction of a paper figure",
               "Run a bundled reproduction of a paper figure: its sweep, thresholds and figures, into "
@@ -324,7 +327,7 @@ def _plot(args) -> int:
         raise PlotError(f"--pair: expected one pair like 0-1, got {args.pair!r}")
     for path in api.plot_run(args.folder, kind=args.kind, x=args.x, y=args.y, color=args.color, pair=pair,
                              s=args.s, f=args.f, out=args.out, title=args.title, at=args.at, formats=args.format,
-                             facet=args.facet):
+                             facet=args.facet, time=args.time):
         print(path)
     return 0
 

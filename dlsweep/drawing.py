@@ -18,7 +18,7 @@ from dlsweep import spec as spec_module
 from dlsweep.analyses import pc_rates, pc_spread
 from dlsweep.analysis import incremental
 from dlsweep.errors import PlotError
-from dlsweep.figures import FIGURE_SUFFIXES, NEEDS_TARGETS, PLOT_KINDS
+from dlsweep.figures import FIGURE_SUFFIXES, NEEDS_TARGETS, PLOT_KINDS, TIMES
 from dlsweep.slices import check_at, first_slice, only
 from dlsweep.spec import Sweep
 from dlsweep.store import load, load_trajectories
@@ -36,7 +36,7 @@ OBSERVABLES = ("nuclear_norm", "reconstruction_error")     # the default panels 
 def plot_run(folder: str | Path, kind: str | None = None, x: str | None = None, y: str | None = None,
              color: str | None = None, pair: tuple[int, int] | None = None, s: float = 0.05, f: float = 0.95,
              out: str | Path | None = None, title: str | None = None, at: dict[str, float] | None = None,
-             formats: tuple[str, ...] = ("png",), facet: str | None = None) -> list[Path]:
+             formats: tuple[str, ...] = ("png",), facet: str | None = None, time: str | None = None) -> list[Path]:
     """Draw one figure of a run folder; it lands in `DIR/figures/<kind>[...].<format>` for each of
     `formats` (png at 200 dpi, pdf, svg) and at `out`.
     Its heading is `title` (if given) over what the figure holds fixed (`figure_slice`: the axes
@@ -60,8 +60,9 @@ def plot_run(folder: str | Path, kind: str | None = None, x: str | None = None, 
     labelling vector against depth (models that summarize one), with the SVM baseline if run.
     agreement: the agreement of the selected features with OMP's against the sparsity.
     observables: recorded quantities (y: comma-separated columns of the trajectories table, default
-    nuclear_norm,reconstruction_error) against the step, one line per value of x (default depth),
-    the other axes at their first value. pcs: the distance to the optimum along each principal
+    nuclear_norm,reconstruction_error) against the step (or `time`: "eta", eta * step; "rescaled",
+    eta * step / ln(1/sigma0), Gidel's t / delta), one line per value of x (default depth), a
+    column of panels per value of `facet` if given, the other axes at their first value. pcs: the distance to the optimum along each principal
     direction of the data at a few steps, mean and std over seeds (linear_net). pc_rates: the
     measured convergence rate along each direction, with the prediction.
     pc_curves: the distance along a few principal directions against the step, with eq. 10's
@@ -95,10 +96,12 @@ def plot_run(folder: str | Path, kind: str | None = None, x: str | None = None, 
     elif sigma_star is not None:
         incremental.pairs_for(sigma_star, [pair])
     at_name = "".join(f"-{axis}{value:g}" for axis, value in (at or {}).items())    # a figure of a slice: its own file
-    request = Request(folder, sweep, runs, sigma_star, x, y, color, pair, s, f, title, at, facet)
-    if facet is not None and not column_heatmap:
-        raise PlotError(f"facet={facet!r}: panels side by side are drawn for a heatmap of a runs column "
-                        f"(kind='heatmap' with color one of the runs table's numeric columns)")
+    request = Request(folder, sweep, runs, sigma_star, x, y, color, pair, s, f, title, at, facet, time)
+    if facet is not None and not column_heatmap and kind != "observables":
+        raise PlotError(f"facet={facet!r}: panels side by side are drawn for observables and for a heatmap of a "
+                        f"runs column (kind='heatmap' with color one of the runs table's numeric columns)")
+    if time is not None and (kind != "observables" or time not in TIMES):
+        raise PlotError(f"time={time!r}: the time axis of an observables figure: one of {', '.join(TIMES)}")
     figure, name = FIGURES[kind](request)
     return save_figure(figure, [folder / "figures" / f"{name}{at_name}.{suffix}" for suffix in formats], out)
 
@@ -121,6 +124,7 @@ class Request:
     title: str | None
     at: dict[str, float] | None
     facet: str | None = None
+    time: str | None = None
 
 
 FIGURES: dict[str, Callable[[Request], tuple[Any, str]]] = {}
@@ -186,8 +190,15 @@ def _observables(r: Request):
         raise PlotError(f"{r.folder}: no recorded {', '.join(missing)}; the trajectories table has "
                         f"{', '.join(c for c in traj.columns if c not in ('run_id', 'step'))}")
     hue = _axis_of(r.sweep, r.x or "depth")
-    chosen, heading = figure_slice(r.runs, r.sweep, hue, r.title, r.folder)
-    return plot.observables(traj[traj.run_id.isin(chosen.run_id)], chosen, columns, hue=hue, title=heading), "observables"
+    facet = r.facet and _axis_of(r.sweep, r.facet, "facet")
+    if facet == hue:
+        raise PlotError(f"facet={facet!r}: already the axis of the lines (x)")
+    if r.time == "rescaled" and "sigma0" not in r.sweep.axes:
+        raise PlotError("time='rescaled': the rescaled time t / delta, delta = ln(1/sigma0), needs a sigma0 axis")
+    chosen, heading = figure_slice(r.runs, r.sweep, (hue, facet) if facet else hue, r.title, r.folder)
+    figure = plot.observables(traj[traj.run_id.isin(chosen.run_id)], chosen, columns, hue=hue, time=r.time or "step",
+                              title=heading, facet=facet)
+    return figure, "observables" + (f"-by-{facet}" if facet else "") + (f"-{r.time}-time" if r.time else "")
 
 
 @figure_kind("pcs")

@@ -5,3 +5,4 @@ PLOT_KINDS = ("heatmap", "trajectories", "thresholds", "lr", "correlation", "agr
               "pc_rates", "pc_curves", "summary")
 NEEDS_TARGETS = ("heatmap", "thresholds", "lr")          # figures of hitting times (the others draw any run)
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+TIMES = ("step", "eta", "rescaled")                      # the time axes of an observables figure

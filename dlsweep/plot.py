@@ -286,27 +286,45 @@ OBSERVABLE_LABELS = {
 }
 
 
+TIME_LABELS = {"step": "GD step", "eta": r"time $t = \eta \cdot$ step",
+         "rescaled": r"rescaled time $\eta \cdot$ step / $\delta$, $\delta = \ln(1/\sigma_0)$"}
+"""The time axes of `observables`: the step, the time eta * step, and Gidel et al.'s rescaled
+time t / delta for an init W(0) = e^(-delta) I (phase i at t / delta = 1 / sigma_i)."""
+
+
 @styled
 def observables(traj: pd.DataFrame, runs: pd.DataFrame, columns: list[str], hue: str = "depth",
-                time: str = "step", width: float = DOUBLE, title: str | None = None) -> Figure:
+                time: str = "step", width: float = DOUBLE, title: str | None = None,
+                facet: str | None = None) -> Figure:
     """One panel per recorded quantity (e.g. `nuclear_norm`, `reconstruction_error`: Gidel et
-    al.'s Figure 2) against the GD step or the time lr * step (log axes), one line per value of
-    `hue` (its other axes' runs with the first value of each), mean +- one standard deviation over
-    seeds as a band."""
+    al.'s Figure 2) against `time` (`TIME_LABELS`; log axes), one line per value of `hue` (its other
+    axes' runs with the first value of each), mean +- one standard deviation over seeds as a band;
+    with `facet`, a column of panels per value of it (Gidel et al.'s Figure 1: a model each, a
+    line per delta against rescaled time)."""
     data = traj.merge(runs, on="run_id")
-    fig, axes = _subplots(1, len(columns), figsize=(width, 2.6), squeeze=False, layout="constrained")
-    for ax, column in zip(axes[0], columns):
-        for n, (value, rows) in enumerate(sorted(data.groupby(hue), key=lambda item: item[0])):
-            colour = OKABE_ITO[n % len(OKABE_ITO)]
-            step, mean, spread = _over_repetitions(rows, column)
-            t = step * (rows["lr"].iloc[0] if time == "lr" else 1.0)
-            ax.plot(t, mean, color=colour, lw=1.3, label=facet_title(hue, value))
-            if spread is not None:
-                ax.fill_between(t, mean - spread, mean + spread, color=colour, alpha=0.25, lw=0)
-        ax.set_xscale("log")
-        ax.set_ylabel(OBSERVABLE_LABELS.get(column, column.replace("_", " ")), fontsize=8)
-        ax.set_xlabel(r"time $t = \eta \cdot$ step" if time == "lr" else "GD step", fontsize=8)
-        ax.tick_params(which="both", labelsize=7)
+    facets = _facet_values(data[facet]) if facet else [None]
+    fig, axes = _subplots(len(columns), len(facets), figsize=(width, 2.4 * len(columns) + 0.4), squeeze=False,
+                          sharex=True, layout="constrained")
+    for row, column in enumerate(columns):
+        for col, value in enumerate(facets):
+            ax, panel = axes[row, col], data if facet is None else data[data[facet] == value]
+            for n, (line, rows) in enumerate(sorted(panel.groupby(hue), key=lambda item: item[0])):
+                colour = OKABE_ITO[n % len(OKABE_ITO)]
+                step, mean, spread = _over_repetitions(rows, column)
+                scale = {"step": 1.0, "eta": rows["lr"].iloc[0],
+                         "rescaled": rows["lr"].iloc[0] / np.log(1.0 / rows["sigma0"].iloc[0])}[time]
+                label = (rf"$\delta$ = {np.log(1.0 / line):.3g}" if time == "rescaled" and hue == "sigma0"
+                         else facet_title(hue, line))
+                ax.plot(step * scale, mean, color=colour, lw=1.3, label=label)
+                if spread is not None:
+                    ax.fill_between(step * scale, mean - spread, mean + spread, color=colour, alpha=0.25, lw=0)
+            ax.set_xscale("log")
+            ax.set_ylabel(OBSERVABLE_LABELS.get(column, column.replace("_", " ")), fontsize=8)
+            if facet is not None and row == 0:
+                ax.set_title(facet_title(facet, value))
+            ax.tick_params(which="both", labelsize=7)
+    for ax in axes[-1]:
+        ax.set_xlabel(TIME_LABELS[time], fontsize=8)
     _legend_on_top(fig, *axes[0, 0].get_legend_handles_labels(), data["seed"].nunique() if "seed" in data else 1, title)
     return fig
 

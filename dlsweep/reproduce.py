@@ -27,6 +27,7 @@ _PACKAGE = Path(__file__).resolve().parent
 # dlsweep/sweeps in an installed wheel (pyproject.toml ships them there)
 SWEEPS = _PACKAGE / "sweeps" if (_PACKAGE / "sweeps").is_dir() else _PACKAGE.parent / "sweeps"
 REFERENCE_CPU = "2-core AMD EPYC, no GPU"
+INTEL_CPU = "2-core Intel Xeon @ 2.5 GHz, no GPU"         # where the later reproductions were measured
 NEEDS_BASELINE = ("agreement",)          # figure kinds that draw the comparator's column (`compare = true`)
 
 
@@ -60,13 +61,14 @@ class Reproduction:
     quick_seconds: float | None = None          # wall time of `--quick` on REFERENCE_CPU (None: not measured)
     full_seconds: float | None = None           # ... at full size, one core (benchmarks/RESULTS.md; None: not measured)
     verdict: str = ""                           # the gallery's "what matches and what differs" beside the paper
+    measured_on: str = REFERENCE_CPU            # the CPU of quick_seconds and full_seconds
 
     def timing(self) -> str:
         """The measured wall times, as --list prints them."""
         def shown(seconds: float | None) -> str:
             return "not measured" if seconds is None else f"{seconds:.0f} s"
 
-        return f"time on {REFERENCE_CPU}: full size {shown(self.full_seconds)}, --quick {shown(self.quick_seconds)}"
+        return f"time on {self.measured_on}: full size {shown(self.full_seconds)}, --quick {shown(self.quick_seconds)}"
 
 
 FIG7_2_DIRECTION = np.array([0.6, 0.8])       # Azulay et al.'s w~0 / alpha in their Figure 7.2
@@ -164,9 +166,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("Same four panels, one network each, and the same result: every model learns its largest values "
                  "first, one at a time. The paper's models and sizes; our random draws differ from the paper's, so "
                  "the curves do not coincide."),
-        # not measured on REFERENCE_CPU: the sums of gissin-fig1a..d's times, the same sweeps with
-        # 3-5 seeds where these have one (an upper bound)
-        quick_seconds=24.2, full_seconds=20.9),
+        quick_seconds=23.0, full_seconds=25.0, measured_on=INTEL_CPU),
     Reproduction(
         "gissin-fig3", "Gissin et al. 2020, Figure 3",
         "depth-5 signed toy model against orthogonal matching pursuit: agreement of the first s chosen "
@@ -226,13 +226,17 @@ REPRODUCTIONS = {r.name: r for r in (
         quick_seconds=6.9, full_seconds=5.1),
     Reproduction(
         "gidel-fig1", "Gidel et al. 2019, Figure 1",
-        "linear model vs two-layer network on Sigma_xy = diag(0.1, 0.01, 0.001): ||W||_F^2 rises in one "
-        "step per component at delta / sigma_i for depth 2, at once for depth 1",
+        "linear model vs two-layer network on Sigma_xy = diag(0.1, 0.01, 0.001), W(0) = e^-delta I: ||W||_F^2 "
+        "against the rescaled time t / delta for delta = 10, 20, 40 (one step per component at depth 2, a smooth "
+        "rise at depth 1), and ||W||_F^2 and the trace norm against the step",
         ("steps=40000", "task.w_true=[0.1, 0.01]", "axes.sigma0=[2.061153622438558e-09, 4.5399929762484854e-05]"),
-        None, ({"kind": "observables", "y": "norm_squared,nuclear_norm"}, _VALUES),
-        verdict=("Partly. The same quantities (||W||_F^2 and the trace norm) and result: the two-layer network "
-                 "climbs one step per component at delta / sigma_i, the linear model at once. The paper overlays "
-                 "several delta against rescaled time t / delta; this draws one delta against GD steps."),
+        None, ({"kind": "observables", "y": "norm_squared", "x": "sigma0", "facet": "depth", "time": "rescaled"},
+               {"kind": "observables", "y": "norm_squared,nuclear_norm"}, _VALUES),
+        verdict=("Same axes and result: ||W||_F^2 against the rescaled time t / delta, a line per delta = 10, 20, "
+                 "40, the linear model beside the two-layer network. The two-layer curves collapse onto one step "
+                 "at t / delta ~ 5 (sigma_1 = 0.1) as delta grows; the linear model's rise moves towards t / delta "
+                 "= 0. The later components add sigma_i^2 = 1e-4 and 1e-6, too little to see here: the second "
+                 "figure's trace norm shows their steps."),
         quick_seconds=4.7, full_seconds=3.9),
     Reproduction(
         "gidel-fig2", "Gidel et al. 2019, Figure 2",
@@ -278,6 +282,20 @@ REPRODUCTIONS = {r.name: r for r in (
                  "labels are learned slower than real ones on natural data and as fast once the data is whitened "
                  "(run in float64: the whitened runs reach its rounding floor, ~1e-18 relative, near step 250)."),
         quick_seconds=19.8, full_seconds=8.0),
+    Reproduction(
+        "hacohen-fig12", "Hacohen & Weinshall, Figure 12 (Appendix C.1)",
+        "a linear network with one wide hidden layer (512) on the 8x8 digits, 10 seeds: the excess loss from "
+        "Glorot & Bengio's uniform init and from the paper's Definition 3",
+        ("steps=1000", "task.width=128", "axes.seed=[0, 1, 2]"), None, (),
+        variants=(Variant("definition-3", "Definition 3 init"),
+                  Variant("glorot-uniform", "Glorot uniform init", ("task.init=glorot_uniform",))),
+        combined=("excess_loss", (("8x8 digits, one hidden layer", ("definition-3", "glorot-uniform")),)),
+        verdict=("Differs: here Glorot's uniform init reaches each level of excess loss about 1.7 times sooner "
+                 "than Definition 3, where the paper finds Definition 3 faster (accuracy on dogs and cats). At "
+                 "this width Glorot's first and last layers have about twice Definition 3's variance (2 / (64 + "
+                 "512) and 2 / (512 + 10) against 1 / 512), so the product starts larger and GD at the same step "
+                 "moves faster."),
+        quick_seconds=15.2, full_seconds=19.6, measured_on=INTEL_CPU),
     Reproduction(
         "linear-net-phase", "Beyond the papers, deep linear networks",
         "phase diagram over depth (1-5) x sigma0 of (0.05, 0.95)-incremental learning of W* = diag(1, 0.5, "

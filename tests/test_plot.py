@@ -723,7 +723,7 @@ def test_faceted_heatmap_has_a_panel_per_value_and_one_colour_scale():
 def test_plot_run_facet_errors_name_the_option(tiny_run):
     for kwargs, message in (({"color": "final_loss", "facet": "width"}, "facet='width': expected an axis of the sweep"),
                             ({"color": "final_loss", "facet": "sigma0"}, "facet='sigma0': already the heatmap's x axis"),
-                            ({}, "facet='lr': panels side by side are drawn for a heatmap of a runs column")):
+                            ({}, "facet='lr': panels side by side are drawn for observables and for a heatmap")):
         with pytest.raises(PlotError, match=re.escape(message)):
             api.plot_run(tiny_run, kind="heatmap", **({"facet": "lr"} | kwargs))
 
@@ -735,3 +735,32 @@ def test_plot_run_facet_draws_one_figure_per_run(tiny_run, captured):
     assert [ax.get_title() for ax in figure.axes[:2]] == ["$\\eta$ = 0.01", "$\\eta$ = 0.03"]
     assert "$\\eta$ = 0.01, " not in figure._suptitle.get_text()       # lr is drawn, not held fixed
     assert_headings_fit(figure)
+
+
+def test_observables_faceted_against_rescaled_time(tiny_run, captured):
+    """Gidel et al.'s Figure 1 layout: a column of panels per depth, a line per sigma0 labelled by
+    delta = ln(1/sigma0), against the rescaled time lr * step / delta (exact: the x data of each
+    line is its steps times lr / delta)."""
+    paths = api.plot_run(tiny_run, kind="observables", y="loss", x="sigma0", facet="depth", time="rescaled")
+    assert paths == [tiny_run / "figures" / "observables-by-depth-rescaled-time.png"]
+    figure = captured[-1]
+    panels = figure.axes
+    assert [ax.get_title() for ax in panels] == ["$N$ = 2", "$N$ = 3"]
+    traj = api.load_trajectories(tiny_run)
+    runs = api.load(tiny_run)
+    first = runs[(runs.depth == 2) & (runs.lr == runs.lr.min())].sort_values("sigma0").iloc[0]
+    delta = np.log(1.0 / first.sigma0)
+    lines = panels[0].get_lines()
+    assert len(lines) == 8 and lines[0].get_label() == f"$\\delta$ = {delta:.3g}"
+    steps = np.sort(traj[traj.run_id == first.run_id].step.to_numpy())
+    np.testing.assert_allclose(lines[0].get_xdata(), steps * first.lr / delta, rtol=1e-12)
+    assert "rescaled time" in panels[0].get_xlabel() and "$\\eta$ = 0.01" in figure_texts(figure)
+
+
+def test_time_and_facet_errors_name_the_option(tiny_run):
+    for kwargs, message in (({"kind": "heatmap", "time": "eta"}, "time='eta': the time axis of an observables figure"),
+                            ({"kind": "observables", "y": "loss", "time": "hours"}, "time='hours'"),
+                            ({"kind": "observables", "y": "loss", "facet": "depth"}, "facet='depth': already the axis"),
+                            ({"kind": "trajectories", "facet": "lr"}, "facet='lr': panels side by side are drawn for")):
+        with pytest.raises(PlotError, match=re.escape(message)):
+            api.plot_run(tiny_run, **kwargs)

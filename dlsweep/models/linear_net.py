@@ -31,6 +31,9 @@ default: models/layers.py; the product's scale is sigma0 whatever the shape):
     gaussian  i.i.d. N(0, s_l^2 / fan-out) entries (each layer keeps a vector's norm on average)
     glorot    i.i.d. N(0, s_l^2 / h) entries (Hacohen's Definition 3 at sigma0 = 1: variance 1/m_1,
               2/(m_{l-1} + m_l) = 1/h and 1/m_{L-1}; depth 1: 1/p)
+    glorot_uniform  i.i.d. uniform entries of variance s_l^2 2 / (fan-in + fan-out) (Glorot & Bengio's
+              init at sigma0 = 1: U(-a, a), a = sqrt(6 / (fan-in + fan-out)); Hacohen's Figure 12
+              sets it against Definition 3)
 
 Observed: `sigma`, the k largest singular values of W; `nuclear_norm` (the sum of all of them);
 `norm_squared`, ||W||_F^2 (Gidel's Figure 1 and Cor. 1); `excess_loss`, the loss above the
@@ -57,7 +60,7 @@ from dlsweep import schema
 from dlsweep.models.family import Family
 from dlsweep.models.layers import layer_scales, select
 
-INITS = ("gaussian", "aligned", "glorot")
+INITS = ("gaussian", "aligned", "glorot", "glorot_uniform")
 DATA = ("spectrum", "autoencoder", "digits")
 SUPPORT_RTOL = 1e-6      # eigenvalues of Sigma_x below this times the largest count as 0 (pseudo-inverse)
 
@@ -164,16 +167,29 @@ class LinearNet:
         else:           # one draw for all layers (four draws measured 2x the compile time)
             shapes = {"single": (self.d, self.p), "first": (self.d, h), "hidden": (hidden, h, h), "last": (h, self.p)}
             sizes = np.cumsum([int(np.prod(shape)) for shape in shapes.values()])
-            noise = jnp.split(jax.random.normal(key, (int(sizes[-1]),), dtype), sizes[:-1])
-            unit = {name: part.reshape(shape) for (name, shape), part in zip(shapes.items(), noise)}
-            fan_out = h if self.init_kind == "glorot" else self.p
-            params = {"single": sigma0 * unit["single"] / np.sqrt(self.p), "first": first_scale * unit["first"] / np.sqrt(h),
-                      "hidden": scale * unit["hidden"] / np.sqrt(h), "last": scale * unit["last"] / np.sqrt(fan_out)}
+            if self.init_kind == "glorot_uniform":      # U(-sqrt 3, sqrt 3): unit variance
+                draw = jax.random.uniform(key, (int(sizes[-1]),), dtype, -np.sqrt(3.0), np.sqrt(3.0))
+            else:
+                draw = jax.random.normal(key, (int(sizes[-1]),), dtype)
+            unit = {name: part.reshape(shape) for (name, shape), part in zip(shapes.items(), jnp.split(draw, sizes[:-1]))}
+            fan = self.init_fans()
+            params = {"single": sigma0 * unit["single"] / np.sqrt(fan["single"]),
+                      "first": first_scale * unit["first"] / np.sqrt(fan["first"]),
+                      "hidden": scale * unit["hidden"] / np.sqrt(fan["hidden"]),
+                      "last": scale * unit["last"] / np.sqrt(fan["last"])}
         if self.max_depth == 1:
             return {"single": params["single"]}
         layer = jnp.arange(self.max_depth - 2)[:, None, None]
         params["hidden"] = jnp.where(layer < hp["depth"] - 2, params["hidden"], jnp.eye(h, dtype=dtype))
         return params
+
+    def init_fans(self) -> dict[str, float]:
+        """Each layer role's entry variance at sigma0 = 1 is 1 / this (module docstring): the fan-out
+        (gaussian; glorot with h for W_L too), (fan-in + fan-out) / 2 (glorot_uniform)."""
+        d, p, h = self.d, self.p, self.width
+        if self.init_kind == "glorot_uniform":
+            return {"single": (d + p) / 2, "first": (d + h) / 2, "hidden": h, "last": (h + p) / 2}
+        return {"single": p, "first": h, "hidden": h, "last": h if self.init_kind == "glorot" else p}
 
     def product(self, params, depth):
         """W = W_1 ... W_L; depth 1 is `single`, unused hidden layers enter as the identity (so get
@@ -386,7 +402,8 @@ FAMILY = Family(
                            "digits: the first n images, default all 1797)",
                "noise": "spectrum: label noise std (default 0); autoencoder: input noise std (default 1e-3)",
                "width": "hidden width h (default max(d, p))",
-               "init": "gaussian (default), aligned (Gidel: W(0) = sigma0 U V^T) or glorot (Hacohen's Def. 3)",
+               "init": "gaussian (default), aligned (Gidel: W(0) = sigma0 U V^T), glorot (Hacohen's Def. 3) or "
+                       "glorot_uniform (Glorot & Bengio's uniform init)",
                "whiten": "ZCA-whiten the inputs of each seed (default false)",
                "shuffle": "shuffle the labels of each seed (default false)",
                "top": "how many of the largest singular values of W are observed (default min(d, p, h, 5))"},
