@@ -23,10 +23,9 @@ FIGURES = {"gissin-fig2": ["trajectories.png"],
 
 
 @pytest.fixture(scope="module")
-def quick(tmp_path_factory):
-    """name -> Reproduced of each quick reproduction, all under one out_root."""
-    root = tmp_path_factory.mktemp("reproduce")
-    return {name: reproduce.run(name, quick=True, out_root=root, progress_bar=False) for name in NAMES}
+def quick(quick_reproduction):
+    """name -> Reproduced of each quick reproduction (the session's runs, `quick_reproduction`)."""
+    return {name: quick_reproduction(name) for name in NAMES}
 
 
 def test_list_names_every_reproduction_with_its_paper_figure(capsys):

@@ -61,6 +61,22 @@ def test_quick_reproduction_runs_and_draws_its_figures(quick_reproduction, name)
         assert len(quick_reproduction.panels[result.folder / "figures" / file]) == count
 
 
+@pytest.mark.parametrize("name", ["gissin-fig2", "gissin-depth-separation", "gissin-gd", "linear-net-phase",
+                                  "azulay-fig7-1", "azulay-phase", "azulay-fig7-2"])
+def test_the_other_reproductions_draw_every_panel(quick_reproduction, name):
+    """The reproductions tested for their numbers elsewhere (test_reproduce, test_linear_net_phase,
+    test_diagonal_net): every panel of every figure draws data under an x label, beside a y label;
+    the faceted plane of azulay-phase has a panel per depth."""
+    result = quick_reproduction(name)
+    assert result.figures
+    for path in result.figures:
+        panels = quick_reproduction.panels[path]
+        assert panels and all(p["data"] > 0 and p["xlabel"] for p in panels), (path.name, panels)
+        assert any(p["ylabel"] for p in panels), (path.name, panels)
+        if name == "azulay-phase":
+            assert [p["title"] for p in panels] == ["$N$ = 2", "$N$ = 3", "$N$ = 4"]
+
+
 def first_step_at(traj, column: str, value: float) -> float:
     """Mean over runs of the first recorded step where `column` >= value (inf if never)."""
     reached = traj[traj[column] >= value].groupby("run_id")["step"].min()
