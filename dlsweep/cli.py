@@ -336,11 +336,15 @@ def _reproduce(args) -> int:
     from dlsweep import reproduce
 
     if args.all:
-        for done, seconds in reproduce.run_all(args.quick, args.out_root, args.format, args.docs, args.skip):
+        every = reproduce.run_all(args.quick, args.out_root, args.format, args.docs, args.skip)
+        for done, seconds in every.done:
             _print_reproduced(done, seconds)
         if not args.quick:
             print(f"gallery: {Path(args.docs) / 'gallery.md'}")
-        return 0
+        for name, error in every.failed.items():
+            print(f"dlsweep: error: {name} failed ({error}); the others ran; run it alone to see it again "
+                  f"(its finished chunks are kept)", file=sys.stderr)
+        return 2 if every.failed else 0
     if args.list or not args.name:
         for repro in reproduce.REPRODUCTIONS.values():
             print(f"{repro.name:<26} {repro.paper}\n{'':<26} {repro.what}\n{'':<26} {repro.timing()}")

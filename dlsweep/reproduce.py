@@ -415,24 +415,39 @@ def run(name: str, quick: bool = False, out_root: str | Path = "runs", progress_
     return Reproduced(name, folder, table_path, figures, tuple(reports))
 
 
+@dataclasses.dataclass(frozen=True)
+class RunAll:
+    """What `run_all` did: each reproduction run, with its wall time, and each that failed, with
+    its error (the others ran and were published all the same)."""
+
+    done: list[tuple[Reproduced, float]]
+    failed: dict[str, str]
+
+
 def run_all(quick: bool = False, out_root: str | Path = "runs", formats: tuple[str, ...] = ("png",),
             docs: str | Path | None = "docs", skip: tuple[str, ...] = (),
-            progress_bar: bool | None = None) -> list[tuple[Reproduced, float]]:
+            progress_bar: bool | None = None) -> RunAll:
     """Every bundled reproduction but those in `skip`, one after another (`run`), each with its
-    wall time. At full size with `docs`, their figures are copied into `docs/figures/` and the
-    gallery is rewritten (`gallery.write`: docs/gallery.md and the README's gallery section, the
-    README beside `docs`); a skipped reproduction keeps the figures and time published before
+    wall time; one that fails (an error of its own, or of the machine: out of memory, a full disk)
+    is reported and the next one runs, its run folders kept for a resume. At full size with
+    `docs`, the figures of those that ran are copied into `docs/figures/` and the gallery is
+    rewritten (`gallery.write`: docs/gallery.md and the README's gallery section, the README beside
+    `docs`); a reproduction skipped or failed keeps the figures and time published before
     (`gallery.earlier`), or shows its measured `full_seconds` and no figure."""
     unknown = [name for name in skip if name not in REPRODUCTIONS]
     if unknown:
         raise StoreError(f"skip: unknown reproduction {', '.join(map(repr, unknown))}; "
                          f"known: {', '.join(REPRODUCTIONS)}")
     check_formats(formats)
-    done = []
+    done, failed = [], {}
     for name in REPRODUCTIONS:
         if name not in skip:
             start = time.perf_counter()
-            result = run(name, quick, out_root, progress_bar, formats)
+            try:
+                result = run(name, quick, out_root, progress_bar, formats)
+            except Exception as err:            # noqa: BLE001 (one reproduction's failure stops no other)
+                failed[name] = f"{type(err).__name__}: {err}"
+                continue
             done.append((result, time.perf_counter() - start))
     if docs is not None and not quick:
         docs = Path(docs)
@@ -445,11 +460,11 @@ def run_all(quick: bool = False, out_root: str | Path = "runs", formats: tuple[s
             else:
                 before = gallery.earlier(docs, name)
                 seconds, timing = ((before.seconds, before.timing) if before else
-                                   (repro.full_seconds, f" (not run: measured on {REFERENCE_CPU})"))
+                                   (repro.full_seconds, f" (not run: measured on {repro.measured_on})"))
                 figures = before.figures if before else ()
             rows.append(gallery.Row(name, repro.paper, seconds, figures, repro.verdict, timing))
         gallery.write(rows, docs, docs.parent / "README.md")
-    return done
+    return RunAll(done, failed)
 
 
 def _missing_baseline(name: str, overrides: list[str]) -> str | None:

@@ -218,3 +218,34 @@ def test_reproduce_all_publishes_the_figures_and_the_gallery(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["reproduce", "--all", "--skip", "nothing-such"]) == 2
     assert "skip: unknown reproduction 'nothing-such'" in capsys.readouterr().err
+
+
+def test_reproduce_all_goes_on_past_a_failed_reproduction(tmp_path, monkeypatch, capsys):
+    """One reproduction failing (here gissin-fig2, made to raise) stops no other: azulay-fig7-2 runs
+    and is published, the failure is one error line naming it, the gallery keeps the failed one's
+    earlier row, and the exit code is 2."""
+    from dlsweep import gallery
+
+    original = reproduce.run
+
+    def failing(name, *args, **kwargs):
+        if name == "gissin-fig2":
+            raise MemoryError("out of memory in chunk 3")
+        return original(name, *args, **kwargs)
+
+    monkeypatch.setattr(reproduce, "run", failing)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    gallery.write([gallery.Row("gissin-fig2", "Figure 2", 3.0, (Path("docs/figures/gissin-fig2-trajectories.png"),), "")],
+                  docs)
+    skipped = [name for name in reproduce.REPRODUCTIONS if name not in ("gissin-fig2", "azulay-fig7-2")]
+    code = cli.main(["reproduce", "--all", "--out-root", str(tmp_path / "runs"), "--docs", str(docs),
+                     "--skip", ",".join(skipped)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out.startswith("azulay-fig7-2: run folder ")
+    assert captured.err == ("dlsweep: error: gissin-fig2 failed (MemoryError: out of memory in chunk 3); the others "
+                            "ran; run it alone to see it again (its finished chunks are kept)\n")
+    assert (docs / "figures" / "azulay-fig7-2-neuron-q-contours.png").is_file()
+    page = (docs / "gallery.md").read_text()
+    assert "| `dlsweep reproduce gissin-fig2` | 3 s |" in page
