@@ -62,8 +62,9 @@ def plot_run(folder: str | Path, kind: str | None = None, x: str | None = None, 
     observables: recorded quantities (y: comma-separated columns of the trajectories table, default
     nuclear_norm,reconstruction_error) against the step (or `time`: "eta", eta * step; "rescaled",
     eta * step / ln(1/sigma0), Gidel's t / delta), one line per value of x (default depth), a
-    column of panels per value of `facet` if given, the other axes at their first value. pcs: the distance to the optimum along each principal
-    direction of the data at a few steps, mean and std over seeds (linear_net). pc_rates: the
+    column of panels per value of `facet` if given, the other axes at their first value. pcs: the
+    distance to the optimum along each principal direction of the data at a few steps, mean and
+    std over seeds (linear_net). pc_rates: the
     measured convergence rate along each direction, with the prediction.
     pc_curves: the distance along a few principal directions against the step, with eq. 10's
     prediction, at the smallest depth and lr. summary: a runs column (y, default population_error)
@@ -103,7 +104,7 @@ def plot_run(folder: str | Path, kind: str | None = None, x: str | None = None, 
     if time is not None and (kind != "observables" or time not in TIMES):
         raise PlotError(f"time={time!r}: the time axis of an observables figure: one of {', '.join(TIMES)}")
     figure, name = FIGURES[kind](request)
-    return save_figure(figure, [folder / "figures" / f"{name}{at_name}.{suffix}" for suffix in formats], out)
+    return _save_figure(figure, [folder / "figures" / f"{name}{at_name}.{suffix}" for suffix in formats], out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -406,7 +407,7 @@ def check_formats(formats) -> None:
         raise PlotError(f"formats={formats!r}: expected a list of {', '.join(known)}, e.g. ('png', 'pdf')")
 
 
-def save_figure(figure, defaults: list[Path], out: str | Path | None = None) -> list[Path]:
+def _save_figure(figure, defaults: list[Path], out: str | Path | None = None) -> list[Path]:
     """Write a figure to `out` (if given) and to its places in the run folder (one per format);
     the paths written, the run folder's first. Where the run folder cannot take it (read-only) and
     `out` can, that is a warning, not an error."""

@@ -280,16 +280,17 @@ def agreement_by_sparsity(runs: pd.DataFrame, width: float = SINGLE * 1.4, title
 OBSERVABLE_LABELS = {
     "nuclear_norm": r"trace norm $\|W\|_*$",
     "norm_squared": r"$\|W\|_F^2$",
-    "reconstruction_error": r"reconstruction error $\|W - W_{\rm ref}\|_2$",
+    "reconstruction_error": "reconstruction error\n" r"$\|W - W_{\rm ref}\|_2$",
     "loss": "training loss",
     "excess_loss": r"excess loss $\ell(W) - \ell(W_{\rm opt})$",
 }
 
 
 TIME_LABELS = {"step": "GD step", "eta": r"time $t = \eta \cdot$ step",
-         "rescaled": r"rescaled time $\eta \cdot$ step / $\delta$, $\delta = \ln(1/\sigma_0)$"}
+               "rescaled": r"rescaled time $\eta \cdot$ step / $\delta$, $\delta = \ln(1/\sigma_0)$"}
 """The time axes of `observables`: the step, the time eta * step, and Gidel et al.'s rescaled
-time t / delta for an init W(0) = e^(-delta) I (phase i at t / delta = 1 / sigma_i)."""
+time t / delta for an init W(0) = e^(-delta) I, in which a two-layer network's phases stay put as
+delta grows (their Theorem 2)."""
 
 
 @styled
@@ -299,20 +300,22 @@ def observables(traj: pd.DataFrame, runs: pd.DataFrame, columns: list[str], hue:
     """One panel per recorded quantity (e.g. `nuclear_norm`, `reconstruction_error`: Gidel et
     al.'s Figure 2) against `time` (`TIME_LABELS`; log axes), one line per value of `hue` (its other
     axes' runs with the first value of each), mean +- one standard deviation over seeds as a band;
-    with `facet`, a column of panels per value of it (Gidel et al.'s Figure 1: a model each, a
-    line per delta against rescaled time)."""
+    with `facet`, a column of panels per value of it, a row per quantity (Gidel et al.'s Figure 1:
+    a model each, a line per delta against rescaled time)."""
     data = traj.merge(runs, on="run_id")
     facets = _facet_values(data[facet]) if facet else [None]
-    fig, axes = _subplots(len(columns), len(facets), figsize=(width, 2.4 * len(columns) + 0.4), squeeze=False,
-                          sharex=True, layout="constrained")
+    rows = len(columns) if facet else 1          # without facets, the quantities side by side
+    fig, axes = _subplots(rows, len(facets) if facet else len(columns), figsize=(width, 2.4 * rows + 0.2),
+                          squeeze=False, sharex=True, layout="constrained")
     for row, column in enumerate(columns):
         for col, value in enumerate(facets):
-            ax, panel = axes[row, col], data if facet is None else data[data[facet] == value]
-            for n, (line, rows) in enumerate(sorted(panel.groupby(hue), key=lambda item: item[0])):
+            ax = axes[row, col] if facet else axes[0, row]
+            panel = data if facet is None else data[data[facet] == value]
+            for n, (line, runs_of_line) in enumerate(sorted(panel.groupby(hue), key=lambda item: item[0])):
                 colour = OKABE_ITO[n % len(OKABE_ITO)]
-                step, mean, spread = _over_repetitions(rows, column)
-                scale = {"step": 1.0, "eta": rows["lr"].iloc[0],
-                         "rescaled": rows["lr"].iloc[0] / np.log(1.0 / rows["sigma0"].iloc[0])}[time]
+                step, mean, spread = _over_repetitions(runs_of_line, column)
+                lr = runs_of_line["lr"].iloc[0]
+                scale = {"step": 1.0, "eta": lr, "rescaled": lr / np.log(1.0 / runs_of_line["sigma0"].iloc[0])}[time]
                 label = (rf"$\delta$ = {np.log(1.0 / line):.3g}" if time == "rescaled" and hue == "sigma0"
                          else facet_title(hue, line))
                 ax.plot(step * scale, mean, color=colour, lw=1.3, label=label)
@@ -646,16 +649,20 @@ def neuron_q_contours(panels: list[tuple[str, np.ndarray, float]], extent: float
     return fig
 
 
+UNDATED = {".pdf": {"CreationDate": None}, ".svg": {"Date": None}}    # the same figure, the same bytes
+
+
 @styled
 def save(figure: Figure, paths, keep_open: bool = False) -> None:
     """Write a figure to every path (PNG at 200 dpi, or PDF / SVG by suffix; `STYLE`'s tight
-    bounding box, so nothing outside the axes is cut), then close it (unless `keep_open`). A path
-    that cannot be written is a PlotError naming it."""
+    bounding box, so nothing outside the axes is cut; no date in a PDF or SVG, so a figure redrawn
+    from the same data is the same file), then close it (unless `keep_open`). A path that cannot
+    be written is a PlotError naming it."""
     try:
         for path in map(Path, paths):
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                figure.savefig(path)
+                figure.savefig(path, metadata=UNDATED.get(path.suffix.lower()))
             except OSError as err:
                 raise PlotError(f"{path}: cannot write the figure ({os.strerror(err.errno) if err.errno else err})") from None
     finally:

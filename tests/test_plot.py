@@ -764,3 +764,16 @@ def test_time_and_facet_errors_name_the_option(tiny_run):
                             ({"kind": "trajectories", "facet": "lr"}, "facet='lr': panels side by side are drawn for")):
         with pytest.raises(PlotError, match=re.escape(message)):
             api.plot_run(tiny_run, **kwargs)
+
+
+def test_the_same_figure_saves_to_the_same_bytes(tmp_path):
+    """No date in a PDF or SVG and fixed SVG ids (`plot.UNDATED`, the style's svg.hashsalt): a
+    figure redrawn from the same frame is the same file in every format, so a rebuilt gallery
+    changes only the figures whose data changed."""
+    frame = pd.DataFrame({"sigma0": [1e-3, 1e-2], "depth": [2, 2], "x": [1.0, 2.0]})
+    saved = []
+    for n in range(2):
+        paths = [tmp_path / f"{n}.{suffix}" for suffix in ("png", "pdf", "svg")]
+        plot.save(plot.summary_lines(frame, "sigma0", "x", "depth"), paths)
+        saved.append([path.read_bytes() for path in paths])
+    assert saved[0] == saved[1]
