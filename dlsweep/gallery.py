@@ -63,8 +63,8 @@ def machine() -> str:
 def table(rows: list[Row], cpu: str) -> str:
     """The gallery as a Markdown table, one row per reproduction: a PNG's thumbnail links to the
     full-size PNG, and its other formats are linked beside it."""
-    lines = [f"Times: wall, full size, in one `dlsweep reproduce --all` on {cpu} (its compile cache empty at the "
-             "start).", "",
+    lines = [f"Times: wall, full size, each reproduction run once on {cpu} (by `dlsweep reproduce --all` or "
+             "alone), its compile cache empty at the start.", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for row in rows:
         shown = []
