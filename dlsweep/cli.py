@@ -21,7 +21,7 @@ from pathlib import Path
 
 from dlsweep import __version__, interrupt
 from dlsweep.errors import PlotError, SpecError, StoreError, ThresholdError
-from dlsweep.figures import FIGURE_SUFFIXES, PLOT_KINDS, TIMES
+from dlsweep.figures import FORMATS, PLOT_KINDS, TIMES
 from dlsweep.warning import DlsweepWarning
 
 INTERRUPTED = "dlsweep: interrupted"
@@ -217,9 +217,8 @@ def _at(text: str) -> dict[str, float]:
 def _formats(text: str) -> tuple[str, ...]:
     """`--format png,pdf` -> ("png", "pdf"), each a figure format."""
     formats = tuple(part.strip().lower().lstrip(".") for part in text.split(","))
-    known = [suffix.lstrip(".") for suffix in FIGURE_SUFFIXES]
-    if any(f not in known for f in formats):
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {', '.join(known)}; got {text!r}")
+    if any(f not in FORMATS for f in formats):
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {', '.join(FORMATS)}; got {text!r}")
     return formats
 
 

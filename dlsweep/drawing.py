@@ -18,7 +18,7 @@ from dlsweep import spec as spec_module
 from dlsweep.analyses import pc_rates, pc_spread
 from dlsweep.analysis import incremental
 from dlsweep.errors import PlotError
-from dlsweep.figures import FIGURE_SUFFIXES, NEEDS_TARGETS, PLOT_KINDS, TIMES
+from dlsweep.figures import FIGURE_SUFFIXES, FORMATS, NEEDS_TARGETS, PLOT_KINDS, TIMES
 from dlsweep.slices import check_at, first_slice, only
 from dlsweep.spec import Sweep
 from dlsweep.store import load, load_trajectories
@@ -285,8 +285,7 @@ def _column_heatmap(r: Request):
     _numeric_column(r.runs, r.color, sweep, "color")
     drawn = (x, y, facet) if facet else (x, y)
     frame, heading = figure_slice(r.runs[~r.runs.diverged], sweep, drawn, r.title, r.folder, seeds="mean over {} seeds")
-    keys = list(filter(None, drawn))
-    means = frame.groupby(keys, as_index=False)[r.color].mean()
+    means = frame.groupby(list(drawn), as_index=False)[r.color].mean()
     panels = {value: frame[frame[facet] == value] for value in frame[facet].unique()} if facet else {None: frame}
     boundaries = {value: _q_boundary(sweep, frame["shape"].abs().max(), r.color) for value, rows in panels.items()
                   if (x, y) == ("sigma0", "shape") and "depth" in rows and (rows.depth == 2).all()}
@@ -402,9 +401,8 @@ def _with_thresholds(table: pd.DataFrame, folder: Path) -> pd.DataFrame:
 
 def check_formats(formats) -> None:
     """A PlotError unless `formats` is a non-empty sequence of figure formats (png, pdf, svg)."""
-    known = [suffix.lstrip(".") for suffix in FIGURE_SUFFIXES]
-    if isinstance(formats, str) or not formats or any(f not in known for f in formats):
-        raise PlotError(f"formats={formats!r}: expected a list of {', '.join(known)}, e.g. ('png', 'pdf')")
+    if isinstance(formats, str) or not formats or any(f not in FORMATS for f in formats):
+        raise PlotError(f"formats={formats!r}: expected a list of {', '.join(FORMATS)}, e.g. ('png', 'pdf')")
 
 
 def _save_figure(figure, defaults: list[Path], out: str | Path | None = None) -> list[Path]:

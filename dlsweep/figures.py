@@ -5,4 +5,5 @@ PLOT_KINDS = ("heatmap", "trajectories", "thresholds", "lr", "correlation", "agr
               "pc_rates", "pc_curves", "summary")
 NEEDS_TARGETS = ("heatmap", "thresholds", "lr")          # figures of hitting times (the others draw any run)
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+FORMATS = tuple(suffix.lstrip(".") for suffix in FIGURE_SUFFIXES)   # as --format names them
 TIMES = ("step", "eta", "rescaled")                      # the time axes of an observables figure

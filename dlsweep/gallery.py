@@ -5,6 +5,7 @@ section between `START` and `END` where the README has them)."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 from dataclasses import dataclass
@@ -60,9 +61,13 @@ def machine() -> str:
     return platform.processor() or platform.machine()
 
 
-def table(rows: list[Row], cpu: str) -> str:
+def table(rows: list[Row], cpu: str, base: Path = Path(".")) -> str:
     """The gallery as a Markdown table, one row per reproduction: a PNG's thumbnail links to the
-    full-size PNG, and its other formats are linked beside it."""
+    full-size PNG, and its other formats are linked beside it; links relative to `base` (the
+    folder of the page, against that of the rows' figure paths)."""
+    def link(figure: Path) -> str:
+        return Path(os.path.relpath(figure, base)).as_posix()
+
     lines = [f"Times: wall, full size, each reproduction run once on {cpu} (by `dlsweep reproduce --all` or "
              "alone), its compile cache empty at the start.", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
@@ -70,8 +75,8 @@ def table(rows: list[Row], cpu: str) -> str:
         shown = []
         for png in (f for f in row.figures if f.suffix == ".png"):
             others = [f for f in row.figures if f.stem == png.stem and f.suffix != ".png"]
-            links = "".join(f" [{f.suffix[1:]}]({f.as_posix()})" for f in others)
-            shown.append(f'<a href="{png.as_posix()}"><img src="{png.as_posix()}" width="{THUMBNAIL_WIDTH}"></a>{links}')
+            links = "".join(f" [{f.suffix[1:]}]({link(f)})" for f in others)
+            shown.append(f'<a href="{link(png)}"><img src="{link(png)}" width="{THUMBNAIL_WIDTH}"></a>{links}')
         seconds = "not measured" if row.seconds is None else f"{row.seconds:.0f} s"
         cells = (row.paper, f"`dlsweep reproduce {row.name}`", f"{seconds}{row.timing}", "<br>".join(shown),
                  row.verdict.replace("|", "\\|"))
@@ -82,15 +87,21 @@ def table(rows: list[Row], cpu: str) -> str:
 RECORD = "gallery.json"          # in docs/: each published reproduction's time, CPU and figures
 
 
-def earlier(docs: Path, name: str) -> Row | None:
-    """A reproduction's row as it was published before (`RECORD`), its time marked with the CPU
-    it was measured on where that is not this machine's; None where it never was."""
+def _recorded(docs: Path) -> dict[str, dict]:
+    """`RECORD`'s entries, by reproduction (none where it is missing or unreadable)."""
     try:
-        entry = json.loads((docs / RECORD).read_text())[name]
-    except (OSError, ValueError, KeyError):
-        return None
-    return Row(name, entry["paper"], entry["seconds"], tuple(Path(f) for f in entry["figures"]), "",
-               "" if entry["cpu"] == machine() else f" (on {entry['cpu']})")
+        return json.loads((docs / RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def earlier(docs: Path) -> dict[str, Row]:
+    """The rows published before (`RECORD`), by reproduction, each time marked with the CPU it was
+    measured on where that is not this machine's."""
+    cpu = machine()
+    return {name: Row(name, entry["paper"], entry["seconds"], tuple(Path(f) for f in entry["figures"]), "",
+                      "" if entry["cpu"] == cpu else f" (on {entry['cpu']})")
+            for name, entry in _recorded(docs).items()}
 
 
 def write(rows: list[Row], docs: Path, readme: Path | None = None) -> list[Path]:
@@ -98,25 +109,19 @@ def write(rows: list[Row], docs: Path, readme: Path | None = None) -> list[Path]
     were) and the README's section between `START` and `END` where it has them (it is left alone
     otherwise); the files written."""
     cpu = machine()
-    text = table(rows, cpu)
-    record = docs / RECORD
-    try:
-        entries = json.loads(record.read_text())
-    except (OSError, ValueError):
-        entries = {}
+    record, entries = docs / RECORD, _recorded(docs)
     for row in rows:
         if not row.timing:
             entries[row.name] = {"paper": row.paper, "seconds": row.seconds, "cpu": cpu,
                                  "figures": [f.as_posix() for f in row.figures]}
     record.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
     gallery = docs / "gallery.md"
-    gallery.write_text("# Gallery: the papers' figures, reproduced\n\n" + text.replace("](docs/", "](")
-                       .replace('"docs/', '"'))
+    gallery.write_text("# Gallery: the papers' figures, reproduced\n\n" + table(rows, cpu, Path(docs.name)))
     written = [gallery, record]
     if readme is not None and readme.exists():
         content = readme.read_text()
         if START in content and END in content:
             before, rest = content.split(START, 1)
-            readme.write_text(f"{before}{START}\n{text}{END}{rest.split(END, 1)[1]}")
+            readme.write_text(f"{before}{START}\n{table(rows, cpu)}{END}{rest.split(END, 1)[1]}")
             written.append(readme)
     return written

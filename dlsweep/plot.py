@@ -25,6 +25,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from dlsweep.analysis import incremental, theory
 from dlsweep.errors import PlotError
+from dlsweep.figures import TIMES
 from dlsweep.store import level_name
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -286,8 +287,8 @@ OBSERVABLE_LABELS = {
 }
 
 
-TIME_LABELS = {"step": "GD step", "eta": r"time $t = \eta \cdot$ step",
-               "rescaled": r"rescaled time $\eta \cdot$ step / $\delta$, $\delta = \ln(1/\sigma_0)$"}
+TIME_LABELS = dict(zip(TIMES, ("GD step", r"time $t = \eta \cdot$ step",
+                               r"rescaled time $\eta \cdot$ step / $\delta$, $\delta = \ln(1/\sigma_0)$")))
 """The time axes of `observables`: the step, the time eta * step, and Gidel et al.'s rescaled
 time t / delta for an init W(0) = e^(-delta) I, in which a two-layer network's phases stay put as
 delta grows (their Theorem 2)."""

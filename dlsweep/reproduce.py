@@ -8,6 +8,7 @@ empty compile cache: `--quick` for every one, and full size where it was measure
 from __future__ import annotations
 
 import dataclasses
+import string
 import time
 import warnings
 from collections.abc import Callable
@@ -58,7 +59,7 @@ class Reproduction:
     combined: tuple[str, tuple[tuple[str, tuple[str, ...]], ...]] | None = None   # (column, ((panel
     # title, its variants' sub-folders), ...)): one more figure with the variants side by side
     draw: Callable[[Path, tuple[str, ...]], list[Path]] | None = None    # a figure of the theory alone (no sweep)
-    quick_seconds: float | None = None          # wall time of `--quick` on REFERENCE_CPU (None: not measured)
+    quick_seconds: float | None = None          # wall time of `--quick` on `measured_on` (None: not measured)
     full_seconds: float | None = None           # ... at full size, one core (benchmarks/RESULTS.md; None: not measured)
     verdict: str = ""                           # the gallery's "what matches and what differs" beside the paper
     measured_on: str = REFERENCE_CPU            # the CPU of quick_seconds and full_seconds
@@ -452,13 +453,14 @@ def run_all(quick: bool = False, out_root: str | Path = "runs", formats: tuple[s
     if docs is not None and not quick:
         docs = Path(docs)
         ran = {result.name: (result, seconds) for result, seconds in done}
+        published = gallery.earlier(docs)
         rows = []
         for name, repro in REPRODUCTIONS.items():
             if name in ran:
                 result, seconds = ran[name]
                 figures, timing = gallery.publish(result.figures, result.folder, name, docs), ""
             else:
-                before = gallery.earlier(docs, name)
+                before = published.get(name)
                 seconds, timing = ((before.seconds, before.timing) if before else
                                    (repro.full_seconds, f" (not run: measured on {repro.measured_on})"))
                 figures = before.figures if before else ()
@@ -518,7 +520,7 @@ def _panels_figure(repro: Reproduction, folder: Path):
     from dlsweep import plot
 
     panels, lines = [], [repro.paper]
-    for letter, variant in zip("abcdefghijklmnopqrstuvwxyz", repro.variants):
+    for letter, variant in zip(string.ascii_lowercase, repro.variants):
         sub = folder / variant.folder
         sweep = spec.load(sub / "sweep.toml")
         first, fixed = api.figure_slice(api.load(sub), sweep, (), None, sub, seeds=None)

@@ -171,9 +171,10 @@ def test_gallery_names_links_and_rewrites_only_its_section(tmp_path):
     rows = [gallery.Row("gissin-fig5", "Gissin et al. 2020, Figure 5", 9.4, copies, "same | order"),
             gallery.Row("gissin-fig3", "Gissin et al. 2020, Figure 3", None, (), "", " (not run)")]
     assert gallery.write(rows, docs, readme) == [docs / "gallery.md", docs / gallery.RECORD, readme]
-    before = gallery.earlier(docs, "gissin-fig5")
+    published = gallery.earlier(docs)
+    before = published["gissin-fig5"]
     assert (before.seconds, before.figures, before.timing) == (9.4, copies, "")      # measured on this machine
-    assert gallery.earlier(docs, "gissin-fig3") is None          # not run then: not recorded
+    assert "gissin-fig3" not in published          # not run then: not recorded
     text = readme.read_text()
     assert text.startswith("# title\n\nbefore\n" + gallery.START + "\n") and text.endswith(gallery.END + "\nafter\n")
     assert "old table" not in text
