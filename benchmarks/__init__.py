@@ -19,6 +19,9 @@ Modules:
     reproductions   every bundled reproduction at full size, dlsweep end to end against per_run:
                     python -m benchmarks.reproductions [NAME ...] [--sample N] [--write]
     scaling         the engine's throughput against grid size and depth (SCALING.md)
+    layouts         the engine's layouts of a block on the toy sweep (block peak and replay, or levels
+                    tested every step; steps per loop iteration), results compared bit for bit:
+                    python -m benchmarks.layouts [--layouts peak/1,exact/8] [--profile] [--write]
 """
 
 import os as _os

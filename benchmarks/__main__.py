@@ -1,6 +1,6 @@
 """dlsweep vs. the usual ways of running the toy-model sweep, in one run on one core; then the
-deep matrix sensing benchmark, the reproductions table and the start-up times, each its own
-section of RESULTS.md.
+deep matrix sensing benchmark, the reproductions table, the start-up times and the engine's
+layouts of a block, each its own section of RESULTS.md.
 
     taskset -c 0 python -m benchmarks [--write]     # toy: 100,002 trajectories x 10,000 steps (~ minutes),
                                                     # then matrix sensing and every reproduction (~ 1 hour)
@@ -23,7 +23,7 @@ from benchmarks import baselines, report
 from benchmarks.common import DEPTHS, LEVELS, LR, SIGMA0_LOG10, SIGMA_STAR, Problem, accelerator, machine_info, on_device
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-SECTIONS = ("toy", "matrix-sensing", "reproductions", "startup")
+SECTIONS = ("toy", "matrix-sensing", "reproductions", "startup", "layouts")
 
 QUICK = {"trajectories": 6_000, "steps": 2_000, "numpy_sample": 6, "jax_sample": 60, "numpy_batch": 3_000,
          "ceiling_batch": 16_384, "repeats": 3}
@@ -113,6 +113,11 @@ def main(argv=None) -> int:
 
         log("start-up (benchmarks.startup) ...")
         startup.main(["--write"] if args.write else [])
+    if "layouts" in args.only:
+        from benchmarks import layouts
+
+        log("the layouts of a block (benchmarks.layouts) ...")
+        layouts.main(["--write"] if args.write else [])
     return 0
 
 

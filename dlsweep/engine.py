@@ -110,7 +110,9 @@ class Program:
     """Static configuration of a chunk program: everything that keys the compile cache.
     From step `refill_from` on, trajectories run in refilled slots (`record_plan`; the last step:
     all in lockstep); the trajectories run one after another when `sequential`
-    (`run_sequential`); both chosen by `with_layout`."""
+    (`run_sequential`); the levels are tested after every step instead of by a block's peak and a
+    replay when `hits_every_step`; `unroll` GD steps per iteration of the compiled loop
+    (`_loop`); all chosen by `with_layout`."""
 
     model: Any
     levels: tuple[float, ...]
@@ -122,6 +124,8 @@ class Program:
     loss_below: float = 0.0
     refill_from: int = 0
     sequential: bool = False
+    hits_every_step: bool = False
+    unroll: int = 1
     optimizer: optimizers.Optimizer = optimizers.Optimizer()
 
     @classmethod
@@ -163,6 +167,10 @@ def step_cost(program: Program, hp_names, task) -> StepCost:
                                       for lowered in (gradient, observed) if lowered is not None))
 
 
+ACCELERATOR_UNROLL = 8
+"""GD steps per iteration of a block's compiled loop on an accelerator (`_loop`)."""
+
+
 SEQUENTIAL_MIN_FLOPS = 5e4
 """On CPU, a sweep whose gradient costs at least this many floating-point operations per
 trajectory runs its trajectories one after another (`run_sequential`): each one's step is then
@@ -184,14 +192,20 @@ def with_layout(program: Program, hp_names, task, n_runs: int) -> Program:
       a slot early) or its sweep's work is under `REFILL_MIN_FLOPS`. The results are the same bit
       for bit either way (the recorded and checked steps do not change), only the time differs.
     - sequential: on CPU, a gradient that costs at least `SEQUENTIAL_MIN_FLOPS` or a step that
-      calls a library routine. A function of the sweep and the backend alone, so every chunk size
-      computes each trajectory the same way."""
+      calls a library routine.
+    - on an accelerator: the levels tested after every step (`hits_every_step`, for a model
+      without `drift_from`) and `ACCELERATOR_UNROLL` steps per loop iteration.
+    A function of the sweep and the backend alone, so every chunk size computes each trajectory
+    the same way."""
     steps = program.record_steps[-1]
     converges = program.rel_loss > 0 or program.loss_below > 0
     refills = program.refill_from < steps and converges
     cost = step_cost(program, hp_names, task)
-    sequential = (cost.flops >= SEQUENTIAL_MIN_FLOPS or cost.library_calls) and jax.default_backend() == "cpu"
+    cpu = jax.default_backend() == "cpu"
+    sequential = (cost.flops >= SEQUENTIAL_MIN_FLOPS or cost.library_calls) and cpu
     return dataclasses.replace(program, sequential=sequential,
+                               hits_every_step=not cpu and hook(program.model, "drift_from") is None,
+                               unroll=1 if cpu else ACCELERATOR_UNROLL,
                                refill_from=program.refill_from if refills and n_runs * steps * cost.flops >= REFILL_MIN_FLOPS
                                else steps)
 
@@ -261,6 +275,24 @@ def _gd_step(program: Program, params, opt_state, hp, task):
     return optax.apply_updates(params, updates), opt_state
 
 
+def _loop(n, step, carry, unroll: int):
+    """`lax.fori_loop(0, n, step, carry)` with `unroll` steps written out in each iteration of the
+    compiled loop, then the last n % unroll one at a time: the same steps in the same order. On an
+    accelerator the written-out steps of an elementwise model fuse into one kernel, and the loop
+    tests (a device-to-host copy and a wait each, for a trip count not known when compiling) are
+    1 / unroll as many."""
+    if unroll == 1:
+        return jax.lax.fori_loop(0, n, step, carry)
+
+    def group(g, carry):
+        for j in range(unroll):
+            carry = step(g * unroll + j, carry)
+        return carry
+
+    carry = jax.lax.fori_loop(0, n // unroll, group, carry)
+    return jax.lax.fori_loop(n - n % unroll, n, step, carry)
+
+
 def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, n):
     """GD steps start .. start+n-1 (`n` one count for the whole batch, `start` the trajectory's
     own) with the running maximum of sigma_i / sigma*_i over the states
@@ -282,7 +314,7 @@ def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, 
 
     carry = (state.params, state.opt_state, state.chosen, peak)
     if not anchored:
-        return jax.lax.fori_loop(0, n, step, carry)
+        return _loop(n, step, carry, program.unroll)
     return _anchored_peak(program, step, carry, hp, task, n)
 
 
@@ -314,7 +346,7 @@ def _steps_with_hits(program: Program, state: TrajectoryState, hp, task, start, 
         return (params, opt_state, _update_hits(program, hit, params, hp, task, start + i + 1),
                 _update_chosen(program, chosen, params, hp, task, start + i + 1))
 
-    return jax.lax.fori_loop(0, n, step, (state.params, state.opt_state, state.hit, state.chosen))
+    return _loop(n, step, (state.params, state.opt_state, state.hit, state.chosen), program.unroll)
 
 
 PEAK_MARGIN_ULPS = 8     # sigma * (1 / sigma*) is within 3 ulps of sigma / sigma*: never miss a level
@@ -370,7 +402,7 @@ def _specialized(fn, hps, specialized):
     if not specialized:
         return fn(hps)
     (name, values), rest = specialized[0], specialized[1:]
-    index = jnp.searchsorted(jnp.asarray(values, np.int32), hps[name])
+    index = jnp.sum(jnp.asarray(values, np.int32) < hps[name])    # its position: no search loop
     branches = [functools.partial(lambda v, h: _specialized(fn, {**h, name: np.int32(v)}, rest), v) for v in values]
     return jax.lax.switch(index, branches, hps)
 
@@ -429,17 +461,18 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
     maximum reached a new level are run again from the block's start with a per-step hit test,
     gathered into sub-batches of `capacity` rows (`replay_capacity`; a batch of one in place), and
     take that run's result. Each trajectory's result depends on itself alone, never on which others share its batch.
-    A batch of one (`run_sequential`) whose model observes sigma at every step anyway (no
-    `drift_from`) runs the per-step hit test at once: no peak, no replay, one copy of the step
-    in the program."""
+    A batch of one (`run_sequential`), or any batch of a program with `hits_every_step` (an
+    accelerator, where the test fuses into the step's kernel), whose model observes sigma at
+    every step anyway (no `drift_from`) runs the per-step hit test at once: no peak, no replay,
+    one copy of the step in the program."""
     start_axis = 0 if jnp.ndim(start) else None
     batch = state.loss0.shape[0]
     exact = jax.vmap(functools.partial(_steps_with_hits, program),
                      (0, hp_axes, _row_axes(task_axes), start_axis, None))
     check = rows_map(functools.partial(settle, program), (0, 0, 0, 0, 0, hp_axes, task_axes, start_axis), period)
-    if program.levels and batch == 1 and hook(program.model, "drift_from") is None:
+    if program.levels and (batch == 1 or program.hits_every_step) and hook(program.model, "drift_from") is None:
         params, opt_state, hit, chosen = _specialized(lambda h: exact(state, h, task, start, n), hps, specialized)
-        return check(state, params, opt_state, hit, chosen, hps, task, start + n), jnp.asarray(n, EXECUTED_DTYPE)
+        return check(state, params, opt_state, hit, chosen, hps, task, start + n), jnp.asarray(batch * n, EXECUTED_DTYPE)
     fast = rows_map(functools.partial(_steps_with_peak, program), (0, hp_axes, task_axes, start_axis, None), period)
     params, opt_state, chosen, peak = _specialized(lambda h: fast(state, h, task, start, n), hps, specialized)
     frozen = state.diverged | state.converged       # its block is discarded: no replay

@@ -273,6 +273,47 @@ def test_refilled_slots_compute_what_lockstep_computes():
     assert summary["executed"] < summary_lockstep["executed"]
 
 
+@pytest.mark.parametrize("unroll", [1, 3])
+def test_the_accelerator_layout_computes_what_the_cpu_layout_computes(unroll):
+    """An accelerator's layout (`engine.with_layout`): the levels tested after every step
+    (`hits_every_step`, no block peak and no replay) and `unroll` steps written out per loop
+    iteration (3: blocks of 64 leave a remainder, run one step at a time). Run on the CPU for
+    runs that converge, diverge and run to the end, every summary value and record equals the
+    CPU layout's bit for bit (the same steps in the same order), and it computes exactly the
+    steps its runs need: their whole check intervals plus the fillers' first, with no replay."""
+    import dataclasses
+
+    sweep = toy_sweep(steps=1500, axes={"depth": [2, 3], "sigma0": {"logspace": [-3, -0.5], "num": 12},
+                                        "lr": [2e-3, 0.15, 0.3]}, record={"points": 30})
+    program, flat, task = api.compile_inputs(sweep)
+    assert not program.hits_every_step and program.unroll == 1
+    accelerator = dataclasses.replace(program, hits_every_step=True, unroll=unroll)
+    batch = engine.compiled_batch(flat.size)
+    results = [engine.compile_chunk(p, batch, list(sweep.axes), task, sweep.seed)(
+        np.arange(flat.size), flat.rows(0, flat.size), task) for p in (program, accelerator)]
+    (summary, records), (summary_accelerator, records_accelerator) = results
+    assert summary["diverged"].any() and summary["converged"].any() and (summary["steps_run"] == sweep.steps).any()
+    assert (summary["hit"] > 0).any()
+    for name in summary.keys() - {"executed"}:
+        jax.tree.map(np.testing.assert_array_equal, summary[name], summary_accelerator[name])
+    jax.tree.map(np.testing.assert_array_equal, records, records_accelerator)
+    # lockstep: every row steps until the chunk's last live run stops (a check step), no replay
+    last = int(summary["steps_run"][~summary["diverged"]].max())
+    assert summary_accelerator["executed"] == batch * last < summary["executed"]
+
+
+def test_an_accelerator_tests_levels_every_step_in_unrolled_loops(monkeypatch):
+    """On an accelerator the batch always runs (never one by one), its levels are tested after
+    every step where the model observes sigma exactly at every step (no `drift_from`), and its
+    loops run `engine.ACCELERATOR_UNROLL` steps an iteration; a model that bounds its drift keeps
+    the block peak (its exact sigma is an SVD)."""
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    toy, _, _ = api.compile_inputs(toy_sweep())
+    assert (toy.hits_every_step, toy.unroll, toy.sequential) == (True, engine.ACCELERATOR_UNROLL, False)
+    sensing, _, _ = api.compile_inputs(spec.resolve(SMALL["matrix_sensing"]))
+    assert (sensing.hits_every_step, sensing.unroll, sensing.sequential) == (False, engine.ACCELERATOR_UNROLL, False)
+
+
 @given(w=st.floats(0.01, 3.0), n=st.integers(1, 9))
 @settings(max_examples=80, deadline=None)
 def test_integer_power_and_its_derivative(w, n):
