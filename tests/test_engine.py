@@ -16,6 +16,14 @@ from dlsweep import api, engine, spec, store
 from dlsweep.models.toy import integer_power
 
 
+@pytest.fixture(autouse=True)
+def batched_layout(monkeypatch):
+    """These tests are of the batched layout (lanes, fillers, replays, refilled slots): their
+    sweeps, small, would otherwise run one by one on CPU (`engine.SMALL_WORK_FLOPS`); the tests of
+    the one-by-one layout choose it by name."""
+    monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 0.0)
+
+
 def toy_sweep(**overrides):
     raw = {"name": "t", "model": "toy", "steps": 1500, "dtype": "float32",
            "task": {"sigma_star": [12.0, 6.0, 4.0, 3.0]},
@@ -249,6 +257,26 @@ def test_record_plan_rounds_only_the_sparse_part_to_the_check_interval(schedule,
     assert np.array_equal(dense, raw[:len(dense)]) and raw[len(dense)] - dense[-1] >= k    # up to the first wide gap
 
 
+def test_a_sweep_of_little_work_runs_one_by_one_on_cpu(tmp_path, monkeypatch):
+    """On CPU a sweep of less work than `engine.SMALL_WORK_FLOPS` (runs x steps x the gradient's
+    flops) runs one by one when its model has no `drift_from`: one copy of the step, no replay,
+    and each run computes exactly the steps to its stop (none diverges here). More work, or a
+    model that bounds its drift (matrix sensing), keeps the batch."""
+    monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 1e10)
+    sweep = toy_sweep(stop={"rel_loss": 1e-3})
+    program, flat, task = api.compile_inputs(sweep)
+    work = flat.size * sweep.steps * engine.step_cost(program, list(sweep.axes), task).flops
+    assert work < engine.SMALL_WORK_FLOPS and program.sequential
+    runs = store.load(api.run(sweep, out=tmp_path / "r", progress_bar=False).folder)
+    assert runs["converged"].any() and not runs["converged"].all() and not runs["diverged"].any()
+    (record,) = store.chunk_records(tmp_path / "r").values()
+    assert record["executed_traj_steps"] == runs["steps_run"].sum()      # each run to its own stop
+    monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", work)
+    assert not api.compile_inputs(sweep)[0].sequential
+    monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 1e10)
+    assert not api.compile_inputs(spec.resolve(SMALL["matrix_sensing"]))[0].sequential
+
+
 def test_refilled_slots_compute_what_lockstep_computes():
     """Trajectories that stop at very different steps (converged or diverged) run in refilled slots
     (`engine._refill_phase`): every summary value and record equals, bit for bit, the same program
@@ -359,7 +387,8 @@ def test_trajectory_steps_reported(tmp_path):
 
 RUN_SMALL_SWEEP = """
 import sys
-from dlsweep import api, spec
+from dlsweep import api, engine, spec
+engine.SMALL_WORK_FLOPS = 0.0     # the batched layout, sharded
 sweep = spec.resolve({"name": "d", "model": "toy", "steps": 2000, "dtype": "float32",
     "task": {"sigma_star": [12.0, 6.0, 4.0, 3.0]},
     "axes": {"depth": [1, 2, 3, 6], "sigma0": {"logspace": [-4, -0.5], "num": int(sys.argv[3])}, "lr": [1e-3, 4e-3]},

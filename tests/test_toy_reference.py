@@ -94,14 +94,23 @@ def check_points(record_steps, check_every):
     return np.array(sorted(points), np.int64)
 
 
+@pytest.fixture(scope="module", params=["batched", "one-by-one"])
+def layout(request):
+    """Both CPU layouts: batched (block peaks and replays) and one by one (what this small work
+    runs by default, `engine.SMALL_WORK_FLOPS`)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "SMALL_WORK_FLOPS", 0.0 if request.param == "batched" else np.inf)
+        yield request.param
+
+
 @pytest.fixture(scope="module")
-def f64_grid(tmp_path_factory):
+def f64_grid(tmp_path_factory, layout):
     """GRID in float64, cut into chunks of 16 (45 runs: the last chunk is padded)."""
     return run_sweep(tmp_path_factory, sweep_spec("f64", STEPS, GRID), chunk_size=16)
 
 
 @pytest.fixture(scope="module")
-def f64_grid_divergent(tmp_path_factory):
+def f64_grid_divergent(tmp_path_factory, layout):
     """GRID plus DIVERGENT_LRS, default chunking (90 runs, one chunk: another batch size)."""
     axes = GRID | {"lr": GRID["lr"] + DIVERGENT_LRS}
     return run_sweep(tmp_path_factory, sweep_spec("f64div", STEPS, axes))
