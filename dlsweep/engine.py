@@ -484,7 +484,9 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
                      (0, hp_axes, _row_axes(task_axes), start_axis, None))
     check = rows_map(functools.partial(settle, program), (0, 0, 0, 0, 0, hp_axes, task_axes, start_axis), period)
     if program.levels and (batch == 1 or program.hits_every_step) and hook(program.model, "drift_from") is None:
-        params, opt_state, hit, chosen = _specialized(lambda h: exact(state, h, task, start, n), hps, specialized)
+        every_step = rows_map(functools.partial(_steps_with_hits, program), (0, hp_axes, task_axes, start_axis, None),
+                              period)
+        params, opt_state, hit, chosen = _specialized(lambda h: every_step(state, h, task, start, n), hps, specialized)
         return check(state, params, opt_state, hit, chosen, hps, task, start + n), jnp.asarray(batch * n, EXECUTED_DTYPE)
     fast = rows_map(functools.partial(_steps_with_peak, program), (0, hp_axes, task_axes, start_axis, None), period)
     params, opt_state, chosen, peak = _specialized(lambda h: fast(state, h, task, start, n), hps, specialized)

@@ -302,22 +302,27 @@ def test_refilled_slots_compute_what_lockstep_computes():
 
 
 @pytest.mark.parametrize("unroll", [1, 3])
-def test_the_accelerator_layout_computes_what_the_cpu_layout_computes(unroll):
+@pytest.mark.parametrize("family", ["toy", "diagonal"])
+def test_the_accelerator_layout_computes_what_the_cpu_layout_computes(family, unroll):
     """An accelerator's layout (`engine.with_layout`): the levels tested after every step
     (`hits_every_step`, no block peak and no replay) and `unroll` steps written out per loop
     iteration (3: blocks of 64 leave a remainder, run one step at a time). Run on the CPU for
     runs that converge, diverge and run to the end, every summary value and record equals the
     CPU layout's bit for bit (the same steps in the same order), and it computes exactly the
-    steps its runs need: their whole check intervals plus the fillers' first, with no replay."""
+    steps its runs need: their whole check intervals plus the fillers' first, with no replay.
+    The diagonal model's sweep has its data drawn per seed (the per-seed layout, `engine.rows_map`)."""
     import dataclasses
 
     sweep = toy_sweep(steps=1500, axes={"depth": [2, 3], "sigma0": {"logspace": [-3, -0.5], "num": 12},
-                                        "lr": [2e-3, 0.15, 0.3]}, record={"points": 30})
+                                        "lr": [2e-3, 0.15, 0.3]}, record={"points": 30}) if family == "toy" \
+        else spec.resolve({**INVARIANT["diagonal"], "axes": {**INVARIANT["diagonal"]["axes"], "lr": [0.05, 2.0]}})
     program, flat, task = api.compile_inputs(sweep)
     assert not program.hits_every_step and program.unroll == 1
     accelerator = dataclasses.replace(program, hits_every_step=True, unroll=unroll)
-    batch = engine.compiled_batch(flat.size)
-    results = [engine.compile_chunk(p, batch, list(sweep.axes), task, sweep.seed)(
+    seeds = engine.seed_slots(program.model, sweep.axes)
+    assert (seeds is not None) == (family == "diagonal")
+    batch = engine.compiled_batch(flat.size, len(seeds) if seeds else None)
+    results = [engine.compile_chunk(p, batch, list(sweep.axes), task, sweep.seed, seeds=seeds)(
         np.arange(flat.size), flat.rows(0, flat.size), task) for p in (program, accelerator)]
     (summary, records), (summary_accelerator, records_accelerator) = results
     assert summary["diverged"].any() and summary["converged"].any() and (summary["steps_run"] == sweep.steps).any()
