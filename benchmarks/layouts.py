@@ -35,7 +35,7 @@ def parse_layout(text: str) -> dict:
     """`exact/8` -> the Program fields {hits_every_step: True, unroll: 8}."""
     hits, _, unroll = text.partition("/")
     if hits not in ("peak", "exact") or not unroll.isdigit() or int(unroll) < 1:
-        raise argparse.ArgumentTypeError(f"--layouts: expected <peak|exact>/<unroll >= 1>, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected <peak|exact>/<unroll >= 1>, got {text!r}")
     return {"hits_every_step": hits == "exact", "unroll": int(unroll)}
 
 
