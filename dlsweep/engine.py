@@ -775,6 +775,13 @@ SEQUENTIAL_COMPILER_OPTIONS = COMPILER_OPTIONS | {
     # the chunk size (matrix sensing's per-seed products), so those keep XLA's loops
     "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",
 }
+SEQUENTIAL_SPEED_OPTIONS = {
+    # XLA's older loop emitters compile a one-by-one program in 0.55-0.85x the time at the same
+    # speed (one core of a 2-core Xeon: gidel-fig2 7.4 -> 3.8 s, hacohen-fig4 7.3 -> 4.0 s,
+    # azulay-fig7-1 3.6 -> 2.2 s, matrix sensing unchanged); batched elementwise loops ran
+    # 4-7x slower with them, so those keep the default. Dropped where XLA lacks the option.
+    "xla_cpu_use_fusion_emitters": False,
+}
 
 
 def seed_slots(model, axes: dict[str, np.ndarray]) -> tuple[int, ...] | None:
@@ -986,6 +993,17 @@ def max_chunk() -> int:
     return 16_384 if jax.default_backend() == "cpu" else 1 << 20
 
 
+def _compile(lowered, options: dict, speed: dict):
+    """`lowered` compiled with `options` and the compile-time-only `speed` options, or without
+    the latter where this XLA does not know them."""
+    try:
+        return lowered.compile(compiler_options=options | speed)
+    except jax.errors.JaxRuntimeError as error:
+        if "No such compile option" not in str(error):
+            raise
+        return lowered.compile(compiler_options=options)
+
+
 def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, constant: dict[str, tuple] | None = None,
                   seeds: tuple[int, ...] | None = None, small: int | None = None) -> CompiledChunk:
     """Lower and compile the chunk program for chunks of `batch` trajectories (timed) at the batch
@@ -1026,6 +1044,7 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     else:
         jitted = jax.jit(fn)
     lowered = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant))
-    executable = lowered.compile(compiler_options=SEQUENTIAL_COMPILER_OPTIONS if sequential else COMPILER_OPTIONS)
+    executable = (_compile(lowered, SEQUENTIAL_COMPILER_OPTIONS, SEQUENTIAL_SPEED_OPTIONS) if sequential
+                  else lowered.compile(compiler_options=COMPILER_OPTIONS))
     return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant, seeds,
                          small)

@@ -15,7 +15,7 @@ from dlsweep.analysis import incremental
 from dlsweep.slices import only
 from dlsweep.spec import Sweep
 from dlsweep.store import load
-from dlsweep.sweeping import compile_inputs, default_chunk_size, restores_x64, spec_file
+from dlsweep.sweeping import compile_inputs, compile_sweep, default_chunk_size, restores_x64, spec_file
 
 
 THRESHOLDS_FILE = "thresholds.parquet"
@@ -30,8 +30,8 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
     `DIR/thresholds.parquet`; a read-only run folder needs `out`), the path in `attrs["written_to"]`.
 
     `grid` reads them off the run's sigma0 axis (interpolated in ln sigma0); `bisect` refines each
-    grid bracket by vectorized sub-grids in ln sigma0, every cell at once, one batched engine call
-    a round, to relative width `rtol` (`_bisect` says where it searches and what it can miss).
+    grid bracket by vectorized sub-grids in ln sigma0, every cell at once, one engine call a round
+    per value of a compiled-in axis, to relative width `rtol` (`_bisect` says where it searches and what it can miss).
     `reason` says why a row has no threshold; a table of a partial run folder says so in the
     column `partial` ("partial: x of y chunks", "" when complete) and in `attrs["partial"]`."""
     folder = Path(folder)
@@ -52,7 +52,7 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
     table = incremental.grid_thresholds(decided, cells)
     table["method"] = "grid"
     if method == "bisect":
-        table = _bisect(sweep, table, decided, cells, s, f, rtol)
+        table = _bisect(sweep, folder, table, decided, cells, s, f, rtol)
     targets = np.asarray(sigma_star)
     table = table.assign(r=targets[table.i] / targets[table.j], sigma_star_i=targets[table.i],
                          sigma_star_j=targets[table.j], s=s, f=f)
@@ -86,12 +86,12 @@ def _with_theory(table: pd.DataFrame, sweep: Sweep, cells: list[str], sigma_star
     return incremental.theory_columns(table, sigma_star, s, f, max(sigma_star))
 
 
-def _bisect(sweep: Sweep, table: pd.DataFrame, decided: pd.DataFrame, cells: list[str], s: float, f: float,
+def _bisect(sweep: Sweep, folder: Path, table: pd.DataFrame, decided: pd.DataFrame, cells: list[str], s: float, f: float,
             rtol: float) -> pd.DataFrame:
     """Refine every grid bracket at once to the largest incremental sigma0, to relative width
     `rtol`: each round runs `incremental.SUBGRID_POINTS` sigma0 per row, evenly spaced in
-    ln sigma0 over the row's span and rounded to the sweep's dtype, as one batch through the
-    engine (same steps, dtype and stop rules as the run); `incremental.refine_update` keeps the
+    ln sigma0 over the row's span and rounded to the sweep's dtype, through the engine in the
+    run's own chunk program (`_engine_points`: same steps, dtype and stop rules as the run); `incremental.refine_update` keeps the
     largest incremental point and the next non-incremental one above it as the next span.
 
     Where the largest incremental sigma0 is searched: under GD the incremental set can have
@@ -112,25 +112,18 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, decided: pd.DataFrame, cells: lis
     table["rounds"] = 0
     if not active.any():
         return table
-    quick = dataclasses.replace(sweep, record=dataclasses.replace(sweep.record, points=2))
-    program, _, task = compile_inputs(quick)
-    size = default_chunk_size(program, len(table) * incremental.SUBGRID_POINTS, list(sweep.axes), task)
-    compiled = engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
-                                    constant=grid.constant_axes(sweep.axes, follows_leading=False))
+    run_points = _engine_points(sweep, folder, len(table) * incremental.SUBGRID_POINTS)
     level = {name: k for k, name in enumerate(store.level_name(v) for v in sweep.record.levels)}
 
     def statuses(rows: np.ndarray, sigma0: np.ndarray) -> np.ndarray:
         """Definition 1 at sigma0 (n, P) on the cells and pairs of table rows `rows` (n,)."""
         flat = np.repeat(rows, sigma0.shape[1])
         hps = {axis: table[axis].to_numpy()[flat] for axis in cells} | {"sigma0": sigma0.ravel()}
-        hps = {axis: hps[axis] for axis in sweep.axes}
-        parts = [compiled(flat[c.start:c.stop], {k: v[c.start:c.stop] for k, v in hps.items()}, task)[0]
-                 for c in grid.chunks(len(flat), size)]
-        hits = np.concatenate([p["hit"] for p in parts])
+        summary = run_points(flat, {axis: hps[axis] for axis in sweep.axes})
         at = np.arange(len(flat))
-        status = incremental.decide(hits[at, table.i.to_numpy()[flat], level[store.level_name(f)]],
-                                    hits[at, table.j.to_numpy()[flat], level[store.level_name(s)]],
-                                    np.concatenate([p["diverged"] for p in parts]))
+        status = incremental.decide(summary["hit"][at, table.i.to_numpy()[flat], level[store.level_name(f)]],
+                                    summary["hit"][at, table.j.to_numpy()[flat], level[store.level_name(s)]],
+                                    summary["diverged"])
         return status.reshape(sigma0.shape)
 
     lo, hi = table.bracket_lo.to_numpy(float).copy(), table.bracket_hi.to_numpy(float).copy()
@@ -167,6 +160,41 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, decided: pd.DataFrame, cells: lis
     table["method"] = "bisect"
     points = pd.concat([decided[[*keys, "sigma0", "status"]], *evaluated], ignore_index=True)
     return incremental.judge(table, points, cells)
+
+
+def _engine_points(sweep: Sweep, folder: Path, n_points: int):
+    """A function that runs trajectories at given axis values (run ids (n,), values per axis (n,))
+    through the engine and returns their `hit` and `diverged`, and the task it runs on. It runs
+    the run folder's own chunk program (the sweep's program at the folder's chunk size), which
+    the compilation cache then holds, calling it once per value of the axes it has compiled in;
+    a sweep with data per seed, whose program takes whole cycles of the seed axis, runs a program
+    of its own with every axis batched."""
+    program, _, task = compile_inputs(sweep)
+    if engine.seed_slots(program.model, sweep.axes):
+        quick = dataclasses.replace(sweep, record=dataclasses.replace(sweep.record, points=2))
+        program, _, task = compile_inputs(quick)
+        size = default_chunk_size(program, n_points, list(sweep.axes), task)
+        compiled = engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
+                                        constant=grid.constant_axes(sweep.axes, follows_leading=False))
+    else:
+        manifest = store.read_manifest(folder)
+        size = manifest["chunk_size"]
+        compiled = compile_sweep(sweep, program, task, size, manifest["group"])
+    size = min(size, compiled.small or size)
+
+    def run_points(run_ids: np.ndarray, hps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        constant = np.stack([hps[axis] for axis in compiled.constant] or [np.zeros(len(run_ids))], axis=1)
+        parts = []
+        for values in np.unique(constant, axis=0):
+            rows = np.nonzero(np.all(constant == values, axis=1))[0]
+            for c in grid.chunks(len(rows), size):
+                part = rows[c.start:c.stop]
+                ids = np.arange(len(part)) if compiled.small else run_ids[part]
+                parts.append((part, compiled(ids, {k: v[part] for k, v in hps.items()}, task)[0]))
+        order = np.argsort(np.concatenate([part for part, _ in parts]), kind="stable")
+        return {name: np.concatenate([summary[name] for _, summary in parts])[order] for name in ("hit", "diverged")}
+
+    return run_points
 
 
 def _second_decided_above(table: pd.DataFrame, decided: pd.DataFrame, keys: list[str]) -> np.ndarray:

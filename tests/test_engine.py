@@ -277,6 +277,16 @@ def test_a_sweep_of_little_work_runs_one_by_one_on_cpu(tmp_path, monkeypatch):
     assert not api.compile_inputs(spec.resolve(SMALL["matrix_sensing"]))[0].sequential
 
 
+def test_a_compile_option_this_xla_lacks_is_dropped_and_other_errors_are_not():
+    """`engine._compile` drops the compile-time-only options (`SEQUENTIAL_SPEED_OPTIONS`) that an
+    XLA without them refuses, keeps the others, and passes any other compile error on."""
+    lowered = jax.jit(lambda x: 2.0 * x).lower(np.float32(1.5))
+    compiled = engine._compile(lowered, engine.COMPILER_OPTIONS, {"xla_cpu_no_such_option_here": True})
+    assert float(compiled(np.float32(1.5))) == 3.0
+    with pytest.raises(jax.errors.JaxRuntimeError):     # a known option with a bad value is an error
+        engine._compile(lowered, {"xla_cpu_experimental_ynn_fusion_type": "NOT_A_FUSION_TYPE"}, {})
+
+
 def test_refilled_slots_compute_what_lockstep_computes():
     """Trajectories that stop at very different steps (converged or diverged) run in refilled slots
     (`engine._refill_phase`): every summary value and record equals, bit for bit, the same program
