@@ -30,8 +30,8 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
     `DIR/thresholds.parquet`; a read-only run folder needs `out`), the path in `attrs["written_to"]`.
 
     `grid` reads them off the run's sigma0 axis (interpolated in ln sigma0); `bisect` refines each
-    grid bracket by vectorized sub-grids in ln sigma0, every cell at once, one engine call a round
-    per value of a compiled-in axis, to relative width `rtol` (`_bisect` says where it searches and what it can miss).
+    grid bracket by vectorized sub-grids in ln sigma0, every cell at once, batched engine calls
+    each round, to relative width `rtol` (`_bisect` says where it searches and what it can miss).
     `reason` says why a row has no threshold; a table of a partial run folder says so in the
     column `partial` ("partial: x of y chunks", "" when complete) and in `attrs["partial"]`."""
     folder = Path(folder)
@@ -86,13 +86,13 @@ def _with_theory(table: pd.DataFrame, sweep: Sweep, cells: list[str], sigma_star
     return incremental.theory_columns(table, sigma_star, s, f, max(sigma_star))
 
 
-def _bisect(sweep: Sweep, folder: Path, table: pd.DataFrame, decided: pd.DataFrame, cells: list[str], s: float, f: float,
-            rtol: float) -> pd.DataFrame:
+def _bisect(sweep: Sweep, folder: Path, table: pd.DataFrame, decided: pd.DataFrame, cells: list[str], s: float,
+            f: float, rtol: float) -> pd.DataFrame:
     """Refine every grid bracket at once to the largest incremental sigma0, to relative width
     `rtol`: each round runs `incremental.SUBGRID_POINTS` sigma0 per row, evenly spaced in
-    ln sigma0 over the row's span and rounded to the sweep's dtype, through the engine in the
-    run's own chunk program (`_engine_points`: same steps, dtype and stop rules as the run); `incremental.refine_update` keeps the
-    largest incremental point and the next non-incremental one above it as the next span.
+    ln sigma0 over the row's span and rounded to the sweep's dtype, through the engine
+    (`_engine_points`: same steps, dtype and stop rules as the run); `incremental.refine_update`
+    keeps the largest incremental point and the next non-incremental one above it as the next span.
 
     Where the largest incremental sigma0 is searched: under GD the incremental set can have
     islands above a non-incremental stretch (THEORY.md 2.2), and one can lie above the grid's
@@ -164,22 +164,23 @@ def _bisect(sweep: Sweep, folder: Path, table: pd.DataFrame, decided: pd.DataFra
 
 def _engine_points(sweep: Sweep, folder: Path, n_points: int):
     """A function that runs trajectories at given axis values (run ids (n,), values per axis (n,))
-    through the engine and returns their `hit` and `diverged`, and the task it runs on. It runs
-    the run folder's own chunk program (the sweep's program at the folder's chunk size), which
-    the compilation cache then holds, calling it once per value of the axes it has compiled in;
-    a sweep with data per seed, whose program takes whole cycles of the seed axis, runs a program
-    of its own with every axis batched."""
+    through the engine and returns their `hit` and `diverged`. A sweep whose trajectories run one
+    by one (`Program.sequential`) runs the run folder's own chunk program (the sweep's program at
+    the folder's chunk size, which the compilation cache holds from the run), once per value of
+    the axes compiled in: the batch rows not asked for start frozen and cost nothing there. A
+    batched program computes every row of its batch at every step, so any other sweep compiles a
+    program of its own at the size of a round (`n_points`), two record points, every axis batched."""
     program, _, task = compile_inputs(sweep)
-    if engine.seed_slots(program.model, sweep.axes):
+    if program.sequential:
+        manifest = store.read_manifest(folder)
+        size = manifest["chunk_size"]
+        compiled = compile_sweep(sweep, program, task, size, manifest["group"])
+    else:
         quick = dataclasses.replace(sweep, record=dataclasses.replace(sweep.record, points=2))
         program, _, task = compile_inputs(quick)
         size = default_chunk_size(program, n_points, list(sweep.axes), task)
         compiled = engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
                                         constant=grid.constant_axes(sweep.axes, follows_leading=False))
-    else:
-        manifest = store.read_manifest(folder)
-        size = manifest["chunk_size"]
-        compiled = compile_sweep(sweep, program, task, size, manifest["group"])
     size = min(size, compiled.small or size)
 
     def run_points(run_ids: np.ndarray, hps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -189,7 +190,7 @@ def _engine_points(sweep: Sweep, folder: Path, n_points: int):
             rows = np.nonzero(np.all(constant == values, axis=1))[0]
             for c in grid.chunks(len(rows), size):
                 part = rows[c.start:c.stop]
-                ids = np.arange(len(part)) if compiled.small else run_ids[part]
+                ids = np.arange(len(part)) if compiled.small else run_ids[part]     # a small batch: from slot 0
                 parts.append((part, compiled(ids, {k: v[part] for k, v in hps.items()}, task)[0]))
         order = np.argsort(np.concatenate([part for part, _ in parts]), kind="stable")
         return {name: np.concatenate([summary[name] for _, summary in parts])[order] for name in ("hit", "diverged")}
