@@ -800,9 +800,11 @@ def small_sweep_batch(n_runs: int, period: int | None = None) -> int | None:
     """The batch of a sweep smaller than one vector block (at most `LANES` runs; with a per-seed
     layout of `period` seeds, at most `SLOT_ROWS[0]` runs per seed): its own size, each run at
     the position of its run id in every chunk program, so no chunk size puts a run at another
-    position and no filler block is computed. None for a larger sweep."""
+    position and no filler block is computed; at least two rows, since one row under vmap is how
+    a one-by-one program runs a trajectory, which a model may compute otherwise than a batch (the
+    contract does not forbid it), whatever the device count. None for a larger sweep."""
     limit = period * SLOT_ROWS[0] if period else LANES
-    return n_runs if n_runs <= limit else None
+    return max(n_runs, 2) if n_runs <= limit else None
 
 
 def compiled_batch(size: int, period: int | None = None, devices: int | None = None, small: int | None = None) -> int:

@@ -30,7 +30,7 @@ LAYERS = [
     ["analysis.incremental"],
     ["store", "grid", "progress", "analysis", "analysis.theory", "analysis.theory.hacohen"],
     ["analysis.theory.gissin", "analysis.theory.gidel", "analysis.theory.azulay"],
-    ["errors", "warning", "figures", "model", "optimizers", "interrupt", "schema", "models.layers", "gallery"],
+    ["errors", "warning", "figures", "model", "optimizers", "interrupt", "schema", "models.layers", "models.chain", "gallery"],
 ]
 LEAVES = set(LAYERS[-1])
 FAMILY_MODULES = tuple(sorted(path.stem for path in (PACKAGE / "models").glob("*.py")    # by their source

@@ -57,6 +57,7 @@ import numpy as np
 from flax import struct
 
 from dlsweep import schema
+from dlsweep.models import chain
 from dlsweep.models.family import Family
 from dlsweep.models.layers import layer_scales, select
 
@@ -193,22 +194,25 @@ class LinearNet:
 
     def product(self, params, depth):
         """W = W_1 ... W_L; depth 1 is `single`, unused hidden layers enter as the identity (so get
-        no gradient). A Python-integer depth (compiled in) multiplies only the layers it uses."""
+        no gradient). A Python-integer depth (compiled in) multiplies only the layers it uses. Small
+        layers on CPU are multiplied by `chain.chain`."""
         if self.max_depth == 1:
             return params["single"]
         if isinstance(depth, (int, np.integer)):
             if int(depth) == 1:
                 return params["single"]
-            w = params["first"]
-            for layer in params["hidden"][: int(depth) - 2]:
-                w = w @ layer
-            return w @ params["last"]
+            return self._chain(params["first"], *params["hidden"][: int(depth) - 2], params["last"])
         eye = jnp.eye(self.width, dtype=params["first"].dtype)
         used = jnp.where(jnp.arange(self.max_depth - 2)[:, None, None] < depth - 2, params["hidden"], eye)
-        w = params["first"]
-        for layer in used:
-            w = w @ layer
-        return jnp.where(depth == 1, params["single"], w @ params["last"])
+        return jnp.where(depth == 1, params["single"], self._chain(params["first"], *used, params["last"]))
+
+    def _chain(self, *factors):
+        if chain.fits(self.d, self.p, self.width):
+            return chain.chain(*factors)
+        w = factors[0]
+        for factor in factors[1:]:
+            w = w @ factor
+        return w
 
     def loss(self, params, hp, task):
         """1/2 tr(W^T Sigma_x W) - tr(W^T Sigma_xy) + 1/(2n) ||Y||^2 (module docstring)."""

@@ -1,0 +1,95 @@
+"""The product of a chain of small matrices, W = M_1 M_2 ... M_L, with its gradient, for the
+layered models on CPU.
+
+XLA's CPU backend runs each tiny matrix product as a call of its own (`dot`), and on a CPU a sweep
+whose step observes singular values by LAPACK runs its trajectories one by one (a batch of one,
+`engine.run_sequential`), where those calls are most of a step. For one trajectory (alone or a
+batch of one) the products here are broadcast multiplies summed over the shared axis, which XLA
+fuses into a few loops; for a batch of several they are XLA's dots under vmap, which batch well.
+Measured on one core, 3 x 8, 8 x 8, 8 x 8, 8 x 3 factors, the gradient of ||W - I||^2 / 2
+(traj-steps/s): a batch of one 0.43 us against 5.1 us with dots; a batch of 192 3.0 us against
+1.1 us. The two give the same values up to the rounding of the sums' order, so the engine never
+runs one trajectory both ways: a batched program's batch has more than one row.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+SMALL = 10     # largest side multiplied as broadcast sums (there a product is a few hundred multiplies)
+
+REDUCTIONS = (lambda a, b: jnp.sum(a[:, :, None] * b[None], axis=1),     # a b
+              lambda a, b: jnp.sum(a[:, :, None] * b[:, None], axis=0),   # a^T b
+              lambda a, b: jnp.sum(a[:, None] * b[None], axis=2))         # a b^T
+DOTS = (jnp.matmul, lambda a, b: a.T @ b, lambda a, b: a @ b.T)
+
+
+def fits(*sides: int) -> bool:
+    """Whether matrices of these sides are multiplied here: every side <= `SMALL`, on CPU."""
+    return max(sides) <= SMALL and jax.default_backend() == "cpu"
+
+
+def _prefixes(products, *factors):
+    """Q_l = M_1 M_2 ... M_l for l = 1..L."""
+    times = products[0]
+    out = [factors[0]]
+    for factor in factors[1:]:
+        out.append(times(out[-1], factor))
+    return tuple(out)
+
+
+def _factor_grads(products, count, *args):
+    """dl/dM_l = Q_{l-1}^T C_l from G = dl/dW (the last of `args`, after the `count` factors and
+    their prefixes): C_L = G, C_{l-1} = C_l M_l^T, Q_0 = I."""
+    _, left_transposed, right_transposed = products
+    factors, prefixes, c = args[:count], args[count:2 * count], args[-1]
+    grads = [None] * count
+    for n in range(count - 1, 0, -1):
+        grads[n] = left_transposed(prefixes[n - 1], c)
+        c = right_transposed(c, factors[n])
+    grads[0] = c
+    return tuple(grads)
+
+
+def _one_or_batched(fn):
+    """fn(products, *matrices) of one trajectory with `REDUCTIONS` (alone or a batch of one), and
+    under vmap of several with `DOTS` (`jax.custom_batching.custom_vmap`)."""
+    @jax.custom_batching.custom_vmap
+    def per_trajectory(*args):
+        return fn(REDUCTIONS, *args)
+
+    @per_trajectory.def_vmap
+    def batched(size, in_batched, *args):
+        if size == 1:
+            out = jax.tree.map(lambda x: x[None], per_trajectory(*(a[0] if b else a for a, b in zip(args, in_batched))))
+        else:
+            out = jax.vmap(functools.partial(fn, DOTS), tuple(0 if b else None for b in in_batched))(*args)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return per_trajectory
+
+
+_prefix_products = _one_or_batched(_prefixes)
+
+
+@jax.custom_vjp
+def chain(*factors):
+    """W = M_1 M_2 ... M_L of L >= 2 factors (m_{l-1} x m_l each)."""
+    return _prefix_products(*factors)[-1]
+
+
+def _chain_forward(*factors):
+    prefixes = _prefix_products(*factors)
+    return prefixes[-1], (factors, prefixes)
+
+
+def _chain_backward(residuals, g):
+    factors, prefixes = residuals
+    count = len(factors)
+    return _one_or_batched(lambda products, *args: _factor_grads(products, count, *args))(*factors, *prefixes, g)
+
+
+chain.defvjp(_chain_forward, _chain_backward)
