@@ -173,6 +173,15 @@ def test_a_small_sweep_is_compiled_at_its_own_size(tmp_path, monkeypatch, family
             assert_identical(a, b)
 
 
+def test_a_batched_program_never_has_a_batch_of_one_row():
+    """A batch of one row is how a one-by-one program runs a trajectory (`engine.run_sequential`),
+    which a model may compute otherwise than a batch (`models.chain`): a one-run sweep is compiled
+    at two rows, on any device count, and larger small sweeps at their own size."""
+    assert engine.small_sweep_batch(1) == 2
+    assert engine.small_sweep_batch(3) == 3 and engine.small_sweep_batch(engine.LANES + 1) is None
+    assert engine.compiled_batch(1, small=engine.small_sweep_batch(1), devices=1) == 2
+
+
 @pytest.mark.parametrize("levels, library_calls", [([0.5], True), ([], False)], ids=["hitting-levels", "no-levels"])
 def test_a_step_through_lapack_runs_one_by_one_on_cpu(levels, library_calls):
     """The deep linear network's hitting levels take the SVD of W every step, a LAPACK call that
