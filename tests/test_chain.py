@@ -1,6 +1,6 @@
 """The product of a chain of small matrices (`models.chain`): its value and gradient against
 NumPy float64, for one trajectory, a batch of one and a batch of several (the two ways it is
-computed), and against the deep linear network's own layers."""
+computed), and which way each takes."""
 
 import functools
 

@@ -42,10 +42,11 @@ def _prefixes(products, *factors):
     return tuple(out)
 
 
-def _factor_grads(products, count, *args):
-    """dl/dM_l = Q_{l-1}^T C_l from G = dl/dW (the last of `args`, after the `count` factors and
-    their prefixes): C_L = G, C_{l-1} = C_l M_l^T, Q_0 = I."""
+def _factor_grads(products, *args):
+    """dl/dM_l = Q_{l-1}^T C_l from the L factors, their L prefixes and G = dl/dW (`args`, in that
+    order): C_L = G, C_{l-1} = C_l M_l^T, Q_0 = I."""
     _, left_transposed, right_transposed = products
+    count = len(args) // 2
     factors, prefixes, c = args[:count], args[count:2 * count], args[-1]
     grads = [None] * count
     for n in range(count - 1, 0, -1):
@@ -74,6 +75,7 @@ def _one_or_batched(fn):
 
 
 _prefix_products = _one_or_batched(_prefixes)
+_factor_gradients = _one_or_batched(_factor_grads)
 
 
 @jax.custom_vjp
@@ -89,8 +91,7 @@ def _chain_forward(*factors):
 
 def _chain_backward(residuals, g):
     factors, prefixes = residuals
-    count = len(factors)
-    return _one_or_batched(lambda products, *args: _factor_grads(products, count, *args))(*factors, *prefixes, g)
+    return _factor_gradients(*factors, *prefixes, g)
 
 
 chain.defvjp(_chain_forward, _chain_backward)
