@@ -11,9 +11,11 @@ the first layout is the reference, and every other's first-hitting steps, stop s
 losses are compared with it bit for bit. The layout `engine.with_layout` picks on this backend is
 marked.
 
-`--profile` also traces one chunk of each layout (`jax.profiler`) and prints how long the device
-was busy against the chunk's wall time, with its kernels by total time: where the device is
-mostly idle, the chunk is bound by launching work and waiting for loop tests, not by computing.
+`--profile` also traces one chunk of each layout (`jax.profiler`) and prints how long each device
+stream was busy against the chunk's wall time, with the busiest one's kernels by total time:
+where the device is mostly idle, the chunk is bound by launching work and waiting for loop
+tests, not by computing. Kernels that XLA launches inside command buffers (CUDA graphs) are not
+traced one by one; run with `XLA_FLAGS=--xla_gpu_enable_command_buffer=` to see them all.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def run_layout(sweep, fields: dict, profile: bool = False):
 
     program, flat, task = api.compile_inputs(sweep)
     program = dataclasses.replace(program, **fields)
-    group = grid.aligned_group(sweep.axes)
+    group = api.chunk_group(sweep, program)
     size = api.default_chunk_size(program, group, list(flat.columns), task)
     with timed() as compile_time:
         compiled = api.compile_sweep(sweep, program, task, size, group)
@@ -63,8 +65,8 @@ def run_layout(sweep, fields: dict, profile: bool = False):
 
 
 def device_profile(compiled, args, top: int = 8) -> str:
-    """One call of `compiled(*args)` traced by `jax.profiler`: the wall time, the time the busiest
-    device stream was busy, and its `top` kernels (or copies) by total time."""
+    """One call of `compiled(*args)` traced by `jax.profiler`: the wall time, the time each device
+    stream was busy, and the busiest one's `top` kernels (or copies) by total time."""
     import collections
     import glob
     import tempfile
@@ -87,8 +89,9 @@ def device_profile(compiled, args, top: int = 8) -> str:
             busy[line.name][event.name] += event.duration_ns
             counts[line.name][event.name] += 1
     name = max(busy, key=lambda n: sum(busy[n].values()))
-    lines = [f"wall {wall.wall * 1e3:.1f} ms, stream {name} busy {sum(busy[name].values()) / 1e6:.1f} ms "
-             f"in {sum(counts[name].values())} events"]
+    lines = [f"wall {wall.wall * 1e3:.1f} ms; busy: " + ", ".join(
+        f"{stream} {sum(busy[stream].values()) / 1e6:.1f} ms in {sum(counts[stream].values())} events"
+        for stream in sorted(busy, key=lambda n: -sum(busy[n].values()))), f"the busiest, {name}:"]
     lines += [f"  {ns / 1e6:8.2f} ms {counts[name][kernel]:7d} x {ns / counts[name][kernel] / 1e3:7.2f} us  {kernel}"
               for kernel, ns in busy[name].most_common(top)]
     return "\n".join(lines)

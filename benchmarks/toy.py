@@ -59,7 +59,7 @@ def engine_compute(sweep, chunk_size: int | None, on_chunk=None) -> tuple[Timing
     from dlsweep import api, grid
 
     program, flat, task = api.compile_inputs(sweep)
-    group = grid.aligned_group(sweep.axes)
+    group = api.chunk_group(sweep, program)
     size = chunk_size or api.default_chunk_size(program, group, list(flat.columns), task)
     with timed() as compile_time:
         compiled = api.compile_sweep(sweep, program, task, size, group)

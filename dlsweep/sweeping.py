@@ -130,7 +130,10 @@ def small_batch(sweep: Sweep, program: engine.Program) -> int | None:
 def chunk_group(sweep: Sweep, program: engine.Program) -> int:
     """The run ids a chunk never straddles (`grid.aligned_group`), given the smallest batch the
     sweep's program computes on one device (`engine.compiled_batch`; not the local device count,
-    which would make the layout, and so the roundings, depend on the machine)."""
+    which would make the layout, and so the roundings, depend on the machine). The whole grid
+    where chunks do not follow the leading axis (`engine.follows_leading_axis`: an accelerator)."""
+    if not engine.follows_leading_axis():
+        return sweep.n_runs
     return grid.aligned_group(sweep.axes, engine.compiled_batch(1, _seed_period(sweep, program), devices=1))
 
 

@@ -269,8 +269,9 @@ def test_record_plan_rounds_only_the_sparse_part_to_the_check_interval(schedule,
 def test_a_sweep_of_little_work_runs_one_by_one_on_cpu(tmp_path, monkeypatch):
     """On CPU a sweep of less work than `engine.SMALL_WORK_FLOPS` (runs x steps x the gradient's
     flops) runs one by one when its model has no `drift_from`: one copy of the step, no replay,
-    and each run computes exactly the steps to its stop (none diverges here). More work, or a
-    model that bounds its drift (matrix sensing), keeps the batch."""
+    and each run computes exactly the steps to its stop (none diverges here); a sweep whose stop
+    rule converges, up to `engine.CONVERGING_WORK_FACTOR` times that work. More work, or a model
+    that bounds its drift (matrix sensing), keeps the batch."""
     monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 1e10)
     sweep = toy_sweep(stop={"rel_loss": 1e-3})
     program, flat, task = api.compile_inputs(sweep)
@@ -280,7 +281,10 @@ def test_a_sweep_of_little_work_runs_one_by_one_on_cpu(tmp_path, monkeypatch):
     assert runs["converged"].any() and not runs["converged"].all() and not runs["diverged"].any()
     (record,) = store.chunk_records(tmp_path / "r").values()
     assert record["executed_traj_steps"] == runs["steps_run"].sum()      # each run to its own stop
-    monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", work)
+    monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 0.99 * work)
+    assert api.compile_inputs(sweep)[0].sequential
+    assert not api.compile_inputs(toy_sweep(stop={"rel_loss": 0.0}))[0].sequential     # the same work, no convergence
+    monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 0.99 * work / engine.CONVERGING_WORK_FACTOR)
     assert not api.compile_inputs(sweep)[0].sequential
     monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 1e10)
     assert not api.compile_inputs(spec.resolve(SMALL["matrix_sensing"]))[0].sequential
@@ -369,6 +373,20 @@ def test_an_accelerator_tests_levels_every_step_in_unrolled_loops(monkeypatch):
     assert (toy.hits_every_step, toy.unroll, toy.sequential) == (True, engine.ACCELERATOR_UNROLL, False)
     sensing, _, _ = api.compile_inputs(spec.resolve(SMALL["matrix_sensing"]))
     assert (sensing.hits_every_step, sensing.unroll, sensing.sequential) == (False, engine.ACCELERATOR_UNROLL, False)
+
+
+def test_chunks_follow_the_leading_axis_on_cpu_alone(tmp_path, monkeypatch):
+    """On CPU a grid with enough runs per depth is cut by depth (`grid.aligned_group`: 300 runs
+    each, at least MIN_ALIGNED_GROUP = 256), so depth enters the chunk program as a constant; on an
+    accelerator the whole grid is one group (`engine.follows_leading_axis`), as `run` and
+    `plan_run` both see it."""
+    sweep = toy_sweep(axes={"depth": [2, 3], "sigma0": {"logspace": [-3, -0.5], "num": 300}, "lr": [1e-2]})
+    program = api.compile_inputs(sweep)[0]
+    assert api.chunk_group(sweep, program) == 300
+    assert api.plan_run(sweep, out=tmp_path / "run").compiled_in == ("depth",)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert api.chunk_group(sweep, program) == sweep.n_runs == 600
+    assert api.plan_run(sweep, out=tmp_path / "run").compiled_in == ()
 
 
 @given(w=st.floats(0.01, 3.0), n=st.integers(1, 9))
