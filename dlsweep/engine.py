@@ -206,7 +206,7 @@ gissin-depth-separation (1.5e10; 1.59 -> 1.00) 3.50 + 1.32 -> 0.96 + 3.86 s and 
 0.82 + 3.63 s, the same first-hitting and stop steps."""
 
 
-def with_layout(program: Program, hp_names, task, n_runs: int) -> Program:
+def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool = True) -> Program:
     """`program` with its layout chosen from its step's cost (`step_cost`):
 
     - refill: dropped (all in lockstep, `refill_from` at the last step) when refilling cannot pay:
@@ -215,7 +215,8 @@ def with_layout(program: Program, hp_names, task, n_runs: int) -> Program:
       for bit either way (the recorded and checked steps do not change), only the time differs.
     - sequential: on CPU, a gradient that costs at least `SEQUENTIAL_MIN_FLOPS`, a step that
       calls a library routine, or a sweep of less work than `SMALL_WORK_FLOPS` (times
-      `CONVERGING_WORK_FACTOR` where its stop rule converges) whose model has no `drift_from`.
+      `CONVERGING_WORK_FACTOR` where its stop rule converges and its runs may stop far apart,
+      `stops_apart`: not so for points near one threshold) whose model has no `drift_from`.
     - on an accelerator: the levels tested after every step (`hits_every_step`, for a model
       without `drift_from`) and `ACCELERATOR_UNROLL` steps per loop iteration.
     A function of the sweep and the backend alone, so every chunk size computes each trajectory
@@ -227,7 +228,7 @@ def with_layout(program: Program, hp_names, task, n_runs: int) -> Program:
     cpu = jax.default_backend() == "cpu"
     work = n_runs * steps * cost.flops
     exact = hook(program.model, "drift_from") is None
-    small = work < SMALL_WORK_FLOPS * (CONVERGING_WORK_FACTOR if converges else 1)
+    small = work < SMALL_WORK_FLOPS * (CONVERGING_WORK_FACTOR if converges and stops_apart else 1)
     sequential = cpu and (cost.flops >= SEQUENTIAL_MIN_FLOPS or cost.library_calls or (small and exact))
     return dataclasses.replace(program, sequential=sequential, hits_every_step=not cpu and exact,
                                unroll=1 if cpu else ACCELERATOR_UNROLL,

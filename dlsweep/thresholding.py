@@ -169,15 +169,18 @@ def _engine_points(sweep: Sweep, folder: Path, n_points: int):
     the folder's chunk size, which the compilation cache holds from the run), once per value of
     the axes compiled in: the batch rows not asked for start frozen and cost nothing there. A
     batched program computes every row of its batch at every step, so any other sweep compiles a
-    program of its own at the size of a round (`n_points`), two record points, every axis batched."""
-    program, _, task = compile_inputs(sweep)
+    program of its own at the size of a round (`n_points`), two record points, every axis batched.
+    The layout is chosen for points that stop close together (`stops_apart=False`: a round's points
+    lie near one threshold each), so a sweep that ran one by one only because its runs' stops lie
+    far apart (`engine.CONVERGING_WORK_FACTOR`) refines in a batch."""
+    program, _, task = compile_inputs(sweep, stops_apart=False)
     if program.sequential:
         manifest = store.read_manifest(folder)
         size = manifest["chunk_size"]
         compiled = compile_sweep(sweep, program, task, size, manifest["group"])
     else:
         quick = dataclasses.replace(sweep, record=dataclasses.replace(sweep.record, points=2))
-        program, _, task = compile_inputs(quick)
+        program, _, task = compile_inputs(quick, stops_apart=False)
         size = default_chunk_size(program, n_points, list(sweep.axes), task)
         compiled = engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
                                         constant=grid.constant_axes(sweep.axes, follows_leading=False))
