@@ -191,11 +191,15 @@ def _disk(sweep: Sweep, program: engine.Program, task: dict, n_chunks: int) -> D
                          len(program.record_steps), Columns.of(program, list(sweep.axes), task), sweep.dtype)
 
 
+def _own_chunks(plan: list[grid.Chunk], shard: tuple[int, int] | None) -> list[grid.Chunk]:
+    """The chunks of shard (K, N): chunks K-1, K-1+N, ...; every chunk without a shard."""
+    return [c for c in plan if shard is None or c.index % shard[1] == shard[0] - 1]
+
+
 def _chunks_to_run(plan: list[grid.Chunk], finished: set[int], shard: tuple[int, int] | None,
                    max_chunks: int | None) -> list[grid.Chunk]:
-    """The chunks a call runs: the unfinished ones of its shard (K, N) (chunks K-1, K-1+N, ...),
-    at most `max_chunks` of them."""
-    todo = [c for c in plan if c.index not in finished and (shard is None or c.index % shard[1] == shard[0] - 1)]
+    """The chunks a call runs: the unfinished ones of its shard, at most `max_chunks` of them."""
+    todo = [c for c in _own_chunks(plan, shard) if c.index not in finished]
     return todo if max_chunks is None else todo[:max_chunks]
 
 
@@ -280,7 +284,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
         plan = grid.chunks(flat.size, manifest["chunk_size"], group)
         for note in chunk_size_notes(chunk_size, manifest, folder, plan, sweep.axes):
             warnings.warn(note, DlsweepWarning, stacklevel=2)
-        finished = _verified_chunks(folder, manifest, plan)
+        finished = _verified_chunks(folder, manifest, _own_chunks(plan, shard))
         todo = _chunks_to_run(plan, finished, shard, max_chunks)
         compile_seconds, run_seconds, traj_steps = 0.0, 0.0, 0
         if todo:
@@ -342,15 +346,16 @@ def _baselines(sweep: Sweep, program: engine.Program, task: dict):
     return columns
 
 
-def _verified_chunks(folder: Path, manifest: dict, plan: list[grid.Chunk]) -> set[int]:
+def _verified_chunks(folder: Path, manifest: dict, own: list[grid.Chunk]) -> set[int]:
     """The finished chunks whose parts match their records. A damaged chunk (a part missing,
     truncated, emptied or changed) is forgotten, so it is computed again, with a warning naming
-    it; whole parts without a record (a run stopped before writing it) are adopted."""
+    it; whole parts without a record (a run stopped before writing it) are adopted, of the `own`
+    chunks alone: another shard's parts without a record may be that shard writing its record now."""
     for index, why in store.damaged_chunks(folder).items():
         warnings.warn(f"{folder}: chunk {index} is damaged ({why}); computing it again", DlsweepWarning, stacklevel=3)
         store.forget_chunk(folder, index)
     finished = store.finished_chunks(folder)
-    store.adopt_parts(folder, manifest, [c for c in plan if c.index not in finished])
+    store.adopt_parts(folder, manifest, [c for c in own if c.index not in finished])
     return store.finished_chunks(folder)
 
 

@@ -228,6 +228,25 @@ def test_one_shard_of_three_then_a_plain_run_fills_the_rest(tmp_path, small_spec
     assert api.show(out)["missing_chunks"] == []
 
 
+def test_a_shard_adopts_its_own_recordless_parts_and_leaves_the_others(tmp_path, small_spec, reference, capsys):
+    """Whole parts without a record are a chunk whose record is still being written, or one stopped
+    just before it: a shard adopts those of its own chunks and leaves another shard's alone (that
+    shard may write its record a moment later; its own next start, or a plain run, adopts them)."""
+    out = tmp_path / "recordless"
+    assert cli.main(["run", str(small_spec), "--out", str(out), "--chunk-size", "2", "--no-progress"]) == 0
+    for index in (0, 1):                                      # chunk 0 is shard 1/2's, chunk 1 is shard 2/2's
+        (out / store.CHUNKS / store.record_name(index)).unlink()
+    capsys.readouterr()
+    assert cli.main(["run", str(small_spec), "--out", str(out), "--no-progress", "--shard", "1/2"]) == 0
+    assert "ran" not in capsys.readouterr().out
+    records = store.chunk_records(out)
+    assert records[0]["adopted"] is True and 1 not in records
+    assert cli.main(["run", str(small_spec), "--out", str(out), "--no-progress", "--shard", "2/2"]) == 0
+    assert "ran" not in capsys.readouterr().out
+    assert store.chunk_records(out)[1]["adopted"] is True
+    assert_same_dataset(out, reference(2))
+
+
 # ----------------------------------------------------------------------------- 3. refusals
 
 
