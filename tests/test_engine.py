@@ -105,8 +105,14 @@ def assert_identical(a, b):
         assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), name
 
 
+def families(table: dict, slow: set[str]) -> list:
+    """The keys of `table` as parameters, those in `slow` marked slow (each compiles its family's
+    program at three sizes, 10-35 s on 2 cores)."""
+    return [pytest.param(name, marks=pytest.mark.slow) if name in slow else name for name in table]
+
+
 @pytest.mark.parametrize("refill", [False, True], ids=["as-is", "refill"])
-@pytest.mark.parametrize("family", list(INVARIANT))
+@pytest.mark.parametrize("family", families(INVARIANT, {"matrix_sensing", "matrix_sensing_stops", "linear_net", "diagonal"}))
 def test_chunk_size_changes_no_bit(tmp_path, monkeypatch, family, refill):
     """Chunks of 13 and 64 run ids and the default chunk size give bit-identical runs and
     trajectories tables: every compiled batch is whole vector blocks (`engine.LANES`), seed slots
@@ -139,7 +145,7 @@ SMALL = {
 
 
 @pytest.mark.parametrize("sequential", [False, True], ids=["lockstep", "sequential"])
-@pytest.mark.parametrize("family", list(SMALL))
+@pytest.mark.parametrize("family", families(SMALL, {"matrix_sensing"}))
 def test_a_small_sweep_is_compiled_at_its_own_size(tmp_path, monkeypatch, family, sequential):
     """A sweep smaller than one vector block (`engine.small_sweep_batch`) computes no filler block:
     the default chunk program's batch is its run count and its chunk-record's executed
@@ -460,6 +466,7 @@ def _run_in_process(tmp_path, folder, chunk_size, sigma0s, env):
     return done
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("sigma0s", "per_device"), [(9, engine.LANES), (3, 24)], ids=["blocks", "small-sweep"])
 def test_four_devices_give_the_same_dataset_as_one(tmp_path, sigma0s, per_device):
     """The batch axis sharded over 4 (simulated CPU) devices, each computing the layout one device
@@ -476,6 +483,7 @@ def test_four_devices_give_the_same_dataset_as_one(tmp_path, sigma0s, per_device
         assert len(a) and a.equals(b)
 
 
+@pytest.mark.slow
 def test_compiled_programs_persist_in_the_cache_folder(tmp_path):
     """A run leaves its compiled program in $DLSWEEP_CACHE_DIR; `off` leaves nothing behind, and
     the results do not depend on the cache."""

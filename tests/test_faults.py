@@ -281,6 +281,7 @@ def read_only_run(small_dataset):
     shutil.rmtree(root)
 
 
+@pytest.mark.slow
 def test_a_read_only_finished_run_can_be_read_shown_and_plotted(read_only_run):
     folder, home = read_only_run
     before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}

@@ -44,6 +44,7 @@ def test_identity_init_population_follows_the_toy_model(tmp_path):
     np.testing.assert_allclose(ms_traj[sigmas].to_numpy(), toy_traj[sigmas].to_numpy(), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_padded_depth_equals_an_unpadded_one(tmp_path):
     """Depth 2 in a grid padded to depth 4 (two frozen identity layers) against a grid whose largest
     depth is 2, with Gaussian init and 30 measurements: the same recorded values, within 1e-5
@@ -71,6 +72,7 @@ def test_padded_layers_stay_the_identity():
     assert np.all(np.asarray(grad["layers"][2:]) == 0) and np.any(np.asarray(grad["layers"][:2]) != 0)
 
 
+@pytest.mark.slow
 def test_compiled_in_depth_gives_the_same_trajectories(tmp_path, monkeypatch):
     """Chunks that follow the depth axis compile the depth in (only N layers multiplied): against
     the program with depth batched and layers masked, the same hitting steps and values within
@@ -87,6 +89,7 @@ def test_compiled_in_depth_gives_the_same_trajectories(tmp_path, monkeypatch):
                                batched[1].filter(like="sigma_").to_numpy(), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_observing_every_few_steps_keeps_exact_hits(tmp_path, monkeypatch):
     """The engine observes W only every `ANCHOR_EVERY` steps and bounds sigma in between with the
     model's `drift_from` (Weyl). Against the same sweep observed at every step (the model without

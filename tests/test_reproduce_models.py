@@ -14,6 +14,7 @@ from dlsweep import api, reproduce
 MODEL_NAMES = ("gissin-fig1", "gissin-fig1a", "gissin-fig1b", "gissin-fig1c", "gissin-fig1d", "gissin-fig3",
                "gissin-fig4", "gissin-fig5", "gissin-fig6", "gissin-fig7", "gidel-fig1", "gidel-fig2",
                "hacohen-fig2", "hacohen-fig4", "hacohen-fig10", "hacohen-fig12")
+SLOW = {"gissin-fig1", "gissin-fig3", "gissin-fig4"}      # 17-19 s each on 2 cores (their --quick runs)
 
 
 def run_folders(result) -> list:
@@ -34,7 +35,8 @@ def combined_name(repro) -> list[str]:
     return ["panels.png" if repro.combined[0] == reproduce.PANELS else f"{repro.combined[0]}-variants.png"]
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name
+                                  for name in MODEL_NAMES])
 def test_quick_reproduction_runs_and_draws_its_figures(quick_reproduction, name):
     """Each figure of a --quick reproduction is written, one per declared figure and run folder
     (its file named by its kind), and every panel of it draws data under an x label, beside a y
@@ -117,6 +119,7 @@ def test_fig7_deeper_convolutional_classifiers_correlate_better_than_depth_one(q
     assert mean.loc[2] > mean.loc[1] and mean.loc[3] > mean.loc[1]
 
 
+@pytest.mark.slow
 def test_fig3_the_deep_model_picks_the_features_omp_picks_first(quick_reproduction):
     """Figure 3 (quick: 200 unit-norm atoms in 40 dimensions, s = 1..10, 10 seeds): the first s
     features the depth-5 model selects (|sigma_i| > 0.1) agree with OMP's first s: mean
@@ -135,6 +138,7 @@ def test_fig3_the_deep_model_picks_the_features_omp_picks_first(quick_reproducti
         assert np.all(np.diff(at) >= 0)
 
 
+@pytest.mark.slow
 def test_fig4_depth_one_grows_a_fifth_singular_value_that_depth_four_does_not(quick_reproduction):
     """Figure 4: with too few measurements (300 < d^2 = 400) depth 1 grows a 5th singular value
     that W* lacks (recovery fails), depth 4 keeps it near 0 (rank 4)."""
