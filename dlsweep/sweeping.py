@@ -196,10 +196,9 @@ def _own_chunks(plan: list[grid.Chunk], shard: tuple[int, int] | None) -> list[g
     return [c for c in plan if shard is None or c.index % shard[1] == shard[0] - 1]
 
 
-def _chunks_to_run(plan: list[grid.Chunk], finished: set[int], shard: tuple[int, int] | None,
-                   max_chunks: int | None) -> list[grid.Chunk]:
-    """The chunks a call runs: the unfinished ones of its shard, at most `max_chunks` of them."""
-    todo = [c for c in _own_chunks(plan, shard) if c.index not in finished]
+def _chunks_to_run(own: list[grid.Chunk], finished: set[int], max_chunks: int | None) -> list[grid.Chunk]:
+    """The chunks a call runs: the unfinished ones of its own (`_own_chunks`), at most `max_chunks`."""
+    todo = [c for c in own if c.index not in finished]
     return todo if max_chunks is None else todo[:max_chunks]
 
 
@@ -244,7 +243,7 @@ def plan_run(spec: str | Path | Sweep, out: str | Path | None = None, overrides:
                 chunk_size_from=source, chunks=len(chunks), largest_chunk=max(c.stop - c.start for c in chunks),
                 group=manifest["group"], constant=tuple(constant),
                 compiled_in=tuple(name for name, _ in engine.specialized_axes(constant)), finished=len(finished),
-                to_run=len(_chunks_to_run(chunks, finished, shard, max_chunks)),
+                to_run=len(_chunks_to_run(_own_chunks(chunks, shard), finished, max_chunks)),
                 disk=_disk(sweep, program, task, len(chunks)))
 
 
@@ -284,8 +283,9 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
         plan = grid.chunks(flat.size, manifest["chunk_size"], group)
         for note in chunk_size_notes(chunk_size, manifest, folder, plan, sweep.axes):
             warnings.warn(note, DlsweepWarning, stacklevel=2)
-        finished = _verified_chunks(folder, manifest, _own_chunks(plan, shard))
-        todo = _chunks_to_run(plan, finished, shard, max_chunks)
+        own = _own_chunks(plan, shard)
+        finished = _verified_chunks(folder, manifest, own)
+        todo = _chunks_to_run(own, finished, max_chunks)
         compile_seconds, run_seconds, traj_steps = 0.0, 0.0, 0
         if todo:
             compiled = compile_sweep(sweep, program, task, manifest["chunk_size"], group)

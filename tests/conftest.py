@@ -52,6 +52,11 @@ LONG = {
 LONG_CHUNK = 2           # -> 10 chunks
 
 
+def marked_slow(names, slow: set[str]) -> list:
+    """`names` as test parameters, those in `slow` marked slow."""
+    return [pytest.param(name, marks=pytest.mark.slow) if name in slow else name for name in names]
+
+
 def merged(base: dict, changes: dict) -> dict:
     """`base` with `changes` applied; dict values update the table of the same name."""
     raw = copy.deepcopy(base)

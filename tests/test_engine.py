@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import marked_slow
 from dlsweep import api, engine, spec, store
 from dlsweep.models.toy import integer_power
 
@@ -105,14 +106,9 @@ def assert_identical(a, b):
         assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), name
 
 
-def families(table: dict, slow: set[str]) -> list:
-    """The keys of `table` as parameters, those in `slow` marked slow (each compiles its family's
-    program at three sizes, 10-35 s on 2 cores)."""
-    return [pytest.param(name, marks=pytest.mark.slow) if name in slow else name for name in table]
-
-
 @pytest.mark.parametrize("refill", [False, True], ids=["as-is", "refill"])
-@pytest.mark.parametrize("family", families(INVARIANT, {"matrix_sensing", "matrix_sensing_stops", "linear_net", "diagonal"}))
+# slow: each compiles its family's program at three sizes, 10-35 s on 2 cores
+@pytest.mark.parametrize("family", marked_slow(INVARIANT, {"matrix_sensing", "matrix_sensing_stops", "linear_net", "diagonal"}))
 def test_chunk_size_changes_no_bit(tmp_path, monkeypatch, family, refill):
     """Chunks of 13 and 64 run ids and the default chunk size give bit-identical runs and
     trajectories tables: every compiled batch is whole vector blocks (`engine.LANES`), seed slots
@@ -145,7 +141,7 @@ SMALL = {
 
 
 @pytest.mark.parametrize("sequential", [False, True], ids=["lockstep", "sequential"])
-@pytest.mark.parametrize("family", families(SMALL, {"matrix_sensing"}))
+@pytest.mark.parametrize("family", marked_slow(SMALL, {"matrix_sensing"}))
 def test_a_small_sweep_is_compiled_at_its_own_size(tmp_path, monkeypatch, family, sequential):
     """A sweep smaller than one vector block (`engine.small_sweep_batch`) computes no filler block:
     the default chunk program's batch is its run count and its chunk-record's executed

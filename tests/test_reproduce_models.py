@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import marked_slow
 from dlsweep import api, reproduce
 
 MODEL_NAMES = ("gissin-fig1", "gissin-fig1a", "gissin-fig1b", "gissin-fig1c", "gissin-fig1d", "gissin-fig3",
@@ -35,8 +36,7 @@ def combined_name(repro) -> list[str]:
     return ["panels.png" if repro.combined[0] == reproduce.PANELS else f"{repro.combined[0]}-variants.png"]
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name
-                                  for name in MODEL_NAMES])
+@pytest.mark.parametrize("name", marked_slow(MODEL_NAMES, SLOW))
 def test_quick_reproduction_runs_and_draws_its_figures(quick_reproduction, name):
     """Each figure of a --quick reproduction is written, one per declared figure and run folder
     (its file named by its kind), and every panel of it draws data under an x label, beside a y
