@@ -955,25 +955,45 @@ STATE_COPIES = 16    # a bound on the copies of a trajectory's state a chunk pro
 ROUGH_SHARE = 4      # the rough bound is trusted while it stays under 1/4 of the budget
 
 
-def rough_bytes(program: Program, hp_names, task, seeds: int = 1) -> tuple[int, int]:
-    """A bound on a chunk program's memory without compiling it, (fixed, per trajectory): the task
-    and the data drawn for each of `seeds` seeds, and per trajectory its outputs (records and
-    summary, device and `HOST_COPIES`) and `STATE_COPIES` copies of its state, from
-    `jax.eval_shape`. Trusted only far below the budget (`ROUGH_SHARE`); the memory analysis of a
-    compiled probe (`bytes_per_trajectory`) decides elsewhere."""
-    size = lambda tree: sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))  # noqa: E731
-    args = _abstract_args(program, 1, hp_names, task)
-    outputs = jax.eval_shape(lambda *a: run_chunk(program, *a), *args)
+def _tree_bytes(tree) -> int:
+    return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))
+
+
+def state_bytes(program: Program, hp_names, task) -> int:
+    """Bytes of one trajectory's state (parameters, optimizer state, hits, stop flags), from
+    `jax.eval_shape` of its initialization."""
+    key, run_ids, _, hps, _ = _abstract_args(program, 1, hp_names, task)
+
     def initial(key, run_ids, hps, task):
         hp_axes = {name: 0 for name in hps}
         task, task_axes = chunk_task(program, key, hps, hp_axes, task)
         keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(run_ids)
         return rows_map(functools.partial(init_state, program), (0, hp_axes, task_axes))(keys, hps, task)
 
-    state = jax.eval_shape(initial, args[0], args[1], args[3], task)
+    return _tree_bytes(jax.eval_shape(initial, key, run_ids, hps, task))
+
+
+def lockstep_state_bytes(program: Program, hp_names, task) -> int:
+    """`state_bytes` of a program whose trajectories all run batched in lockstep, the size that
+    bounds its chunks on CPU (`max_chunk`); 0 (no bound) for one that runs them one by one, or
+    that refills slots, whose working set is its slots (`slot_count`, a share of the chunk)."""
+    if program.sequential or program.refill_from < program.record_steps[-1]:
+        return 0
+    return state_bytes(program, hp_names, task)
+
+
+def rough_bytes(program: Program, hp_names, task, seeds: int = 1) -> tuple[int, int]:
+    """A bound on a chunk program's memory without compiling it, (fixed, per trajectory): the task
+    and the data drawn for each of `seeds` seeds, and per trajectory its outputs (records and
+    summary, device and `HOST_COPIES`) and `STATE_COPIES` copies of its state (`state_bytes`).
+    Trusted only far below the budget (`ROUGH_SHARE`); the memory analysis of a compiled probe
+    (`bytes_per_trajectory`) decides elsewhere."""
+    args = _abstract_args(program, 1, hp_names, task)
+    outputs = jax.eval_shape(lambda *a: run_chunk(program, *a), *args)
     draw = hook(program.model, "draw")
-    drawn = 0 if draw is None else size(jax.eval_shape(lambda k: draw(k, task), args[0]))
-    return size(task) + seeds * drawn, (1 + HOST_COPIES) * size(outputs) + STATE_COPIES * size(state)
+    drawn = 0 if draw is None else _tree_bytes(jax.eval_shape(lambda k: draw(k, task), args[0]))
+    return (_tree_bytes(task) + seeds * drawn,
+            (1 + HOST_COPIES) * _tree_bytes(outputs) + STATE_COPIES * state_bytes(program, hp_names, task))
 
 
 def bytes_per_trajectory(program: Program, hp_names, task) -> int:
@@ -984,7 +1004,7 @@ def bytes_per_trajectory(program: Program, hp_names, task) -> int:
     stats = probe.executable.memory_analysis()
     if stats is None:
         shapes = jax.eval_shape(lambda *a: run_chunk(program, *a), *_abstract_args(program, 1, hp_names, task))
-        return (1 + HOST_COPIES) * sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(shapes))
+        return (1 + HOST_COPIES) * _tree_bytes(shapes)
     device = stats.argument_size_in_bytes + stats.temp_size_in_bytes + stats.output_size_in_bytes
     return -(-(device + HOST_COPIES * stats.output_size_in_bytes) // probe.batch)
 
@@ -1001,10 +1021,22 @@ def memory_budget(fraction_of_device: float = 0.5, fraction_of_host: float = 0.1
     return budget
 
 
-def max_chunk() -> int:
-    """Largest useful chunk: ~16k trajectories keep a CPU chunk in cache (PERFORMANCE.md); an
-    accelerator wants as many as fit."""
-    return 16_384 if jax.default_backend() == "cpu" else 1 << 20
+CPU_CHUNK_STATE_BYTES = 192 << 10
+"""On CPU a chunk's states take at most this many bytes (`max_chunk`): a step's working set, the
+states and the few copies its temporaries make (products, gradients), then stays in a core's L2
+cache (1 MiB on the machines measured). Measured on one core, 3,072 trajectories x 400 steps,
+hits at 3 levels (traj-steps/s): matrix sensing d = 10 (2,466 bytes a trajectory) 3.1e5 at
+chunks of 64 and 128, 2.3e5 at 512; d = 5 (666 bytes) 1.8e6 at 256, 1.7e6 at 512; the toy
+(82 bytes, 100,002 trajectories x 2,000 steps) the same at 2,368 and 8,384."""
+
+
+def max_chunk(state_size: int = 0) -> int:
+    """Largest useful chunk of trajectories whose state takes `state_size` bytes each
+    (`lockstep_state_bytes`): on CPU at most 16k trajectories (PERFORMANCE.md) whose states fit in
+    `CPU_CHUNK_STATE_BYTES`; an accelerator wants as many as fit."""
+    if jax.default_backend() != "cpu":
+        return 1 << 20
+    return min(16_384, CPU_CHUNK_STATE_BYTES // max(1, state_size))
 
 
 def follows_leading_axis() -> bool:

@@ -89,7 +89,8 @@ def compile_inputs(sweep: Sweep, stops_apart: bool = True) -> tuple[engine.Progr
 def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict, cycle: int = 1,
                        small: int | None = None) -> int:
     """Chunk size for `n_runs` trajectories from XLA's memory analysis of the chunk program, within
-    the memory budget and the backend's useful maximum, whole smallest batches of the program
+    the memory budget and the backend's useful maximum for its state (`engine.max_chunk`: on CPU,
+    the states of a chunk stay in cache), whole smallest batches of the program
     (`cycle` seeds of a per-seed layout), then the batch compiled for it (`engine.compiled_batch`),
     so only the last chunk of a group has fillers. A grid no larger than the analysis's probe
     batch, or one whose largest chunk stays far below the budget by a bound found without
@@ -100,13 +101,14 @@ def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str]
     period = cycle if cycle > 1 else None
     multiple = engine.compiled_batch(1, period)
     budget = engine.memory_budget()
+    cap = engine.max_chunk(engine.lockstep_state_bytes(program, hp_names, task))
     fixed, per_trajectory = engine.rough_bytes(program, hp_names, task, cycle)
-    largest = engine.compiled_batch(min(n_runs, engine.max_chunk()), period)
+    largest = engine.compiled_batch(min(n_runs, cap), period)
     if n_runs <= engine.PROBE_BATCH or fixed + largest * per_trajectory <= budget // engine.ROUGH_SHARE:
-        size = grid.chunk_size_for(n_runs, 1, cap=engine.max_chunk(), multiple=multiple)
+        size = grid.chunk_size_for(n_runs, 1, cap=cap, multiple=multiple)
     else:
         size = grid.chunk_size_for(n_runs, engine.bytes_per_trajectory(program, hp_names, task),
-                                   budget=engine.memory_budget(), cap=engine.max_chunk(), multiple=multiple)
+                                   budget=budget, cap=cap, multiple=multiple)
     return engine.compiled_batch(size, period)
 
 
@@ -268,7 +270,8 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     sweep, folder, program, flat, task = _prepared(spec, out, overrides, chunk_size, max_chunks, overwrite, shard, model)
     group = chunk_group(sweep, program)
     if say is not None:
-        n_chunks = len(grid.chunks(flat.size, chunk_size or engine.max_chunk(), group))
+        largest = chunk_size or engine.max_chunk(engine.lockstep_state_bytes(program, list(sweep.axes), task))
+        n_chunks = len(grid.chunks(flat.size, largest, group))
         say(size_line(folder, sweep.axes, sweep.steps, _disk(sweep, program, task, n_chunks)))
 
     with store.locked(folder, shard):

@@ -393,6 +393,36 @@ def test_chunks_follow_the_leading_axis_on_cpu_alone(tmp_path, monkeypatch):
     assert api.plan_run(sweep, out=tmp_path / "run").compiled_in == ()
 
 
+def test_a_lockstep_chunk_keeps_its_states_in_cache_on_cpu(monkeypatch):
+    """On CPU a chunk whose runs all step in lockstep holds at most `engine.CPU_CHUNK_STATE_BYTES`
+    of states (in whole `LANES` blocks): matrix sensing at d = 10 and depth 3 keeps 3 layers of
+    10 x 10 float32 (1,200 bytes) and its hits and flags a trajectory, so its 1,200 runs go in
+    chunks of the largest multiple of 64 at or under 192 KiB / state (128), while the toy's few
+    scalars a run leave its chunk at the whole grid. A program that runs one by one is not
+    bounded: one trajectory at a time is in cache."""
+    raw = {"name": "ms10", "model": "matrix_sensing", "steps": 200, "dtype": "float32",
+           "task": {"sigma_star": [12.0, 6.0, 4.0, 3.0], "d": 10, "init": "gaussian"},
+           "axes": {"depth": [3], "sigma0": {"logspace": [-3, -1], "num": 1200}, "lr": [1e-3]},
+           "record": {"points": 20}, "stop": {"rel_loss": 0.0}}
+
+    def chunk_and_state(raw):
+        sweep = spec.resolve(raw)
+        program, _, task = api.compile_inputs(sweep)
+        state = engine.state_bytes(program, list(sweep.axes), task)
+        return api.default_chunk_size(program, sweep.n_runs, list(sweep.axes), task), state, program
+
+    size, state, program = chunk_and_state(raw)
+    assert not program.sequential and program.refill_from == 200
+    assert 4 * 3 * 100 <= state <= 4 * 3 * 100 + 128      # the layers, then hits (4 x 3 int32) and scalars
+    assert size == engine.CPU_CHUNK_STATE_BYTES // state // engine.LANES * engine.LANES == 128
+    toy = toy_sweep(axes={"depth": [3], "sigma0": {"logspace": [-3, -1], "num": 1200}, "lr": [1e-3]})
+    toy_program, _, toy_task = api.compile_inputs(toy)
+    assert api.default_chunk_size(toy_program, toy.n_runs, list(toy.axes), toy_task) == 1216   # 19 blocks
+    monkeypatch.setattr(engine, "SEQUENTIAL_MIN_FLOPS", 0.0)
+    size, _, program = chunk_and_state(raw)
+    assert program.sequential and size == 1216
+
+
 @given(w=st.floats(0.01, 3.0), n=st.integers(1, 9))
 @settings(max_examples=80, deadline=None)
 def test_integer_power_and_its_derivative(w, n):
