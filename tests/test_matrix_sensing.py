@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from dlsweep import api, spec, store
+from dlsweep import api, engine, spec, store
 from dlsweep.models import matrix_sensing
 from dlsweep.models.layers import singular_value_drift
 
@@ -94,10 +94,10 @@ def test_observing_every_few_steps_keeps_exact_hits(tmp_path, monkeypatch):
     """The engine observes W only every `ANCHOR_EVERY` steps and bounds sigma in between with the
     model's `drift_from` (Weyl). Against the same sweep observed at every step (the model without
     `drift_from`): identical first-hitting steps, and the same GD up to the order of float32
-    operations in the two programs (recorded values within 1e-4 relative). Blocks of 10 steps are not whole groups of 4, so the last group of each
-    block is short."""
+    operations in the two programs (recorded values within 1e-4 relative). Blocks of
+    2.5 `ANCHOR_EVERY` steps are not whole groups, so the last group of each block is short."""
     task = {"sigma_star": [3.0, 2.0, 1.0], "d": 5, "measurements": 40, "init": "gaussian"}
-    s = sweep(task=task, stop={"rel_loss": 0.0, "check_every": 10})
+    s = sweep(task=task, stop={"rel_loss": 0.0, "check_every": engine.ANCHOR_EVERY * 5 // 2})
     anchored = run(tmp_path, "anchored", s)
     monkeypatch.delattr(matrix_sensing.MatrixSensing, "drift_from")
     every_step = run(tmp_path, "every_step", s)
