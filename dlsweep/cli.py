@@ -59,8 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a spec key (TOML value), e.g. --set steps=20000 --set axes.lr=[1e-3]")
     run.add_argument("--out", help="dataset folder (default runs/<name>)")
-    run.add_argument("--chunk-size", type=int, help="trajectories per compiled call (default: from a memory estimate); "
-                     "each call computes whole blocks of 64 trajectories, so a smaller size costs as much as 64")
+    run.add_argument("--chunk-size", type=int, help="trajectories per compiled call (default: from memory and cache "
+                     "estimates); each call computes whole blocks of 64 trajectories, so a smaller size costs as much "
+                     "as 64")
     run.add_argument("--max-chunks", type=int, help="stop after this many chunks; run again to fill the rest")
     run.add_argument("--overwrite", action="store_true", help="empty the folder and start over")
     run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
@@ -77,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a spec key (TOML value), as for run")
     sub.add_argument("--out", metavar="DIR", help="dataset folder (default runs/<name>)")
-    sub.add_argument("--chunk-size", type=int, help="trajectories per chunk (default: from a memory estimate)")
+    sub.add_argument("--chunk-size", type=int, help="trajectories per chunk (default: from memory and cache estimates)")
     sub.add_argument("--partition", help="Slurm partition")
     sub.add_argument("--gpus-per-task", type=int, help="GPUs per job")
     sub.add_argument("--cpus-per-task", type=int, help="CPUs per job")

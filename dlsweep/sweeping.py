@@ -233,7 +233,7 @@ def plan_run(spec: str | Path | Sweep, out: str | Path | None = None, overrides:
         manifest = None
     if manifest is None:
         manifest = _fresh_manifest(sweep, program, flat, task, chunk_size, group)
-        finished, source = set(), "given" if chunk_size else "from the memory estimate"
+        finished, source = set(), "given" if chunk_size else "from the memory and cache estimates"
     else:
         finished, source = store.finished_chunks(folder), "fixed by the folder"
     chunks = grid.chunks(flat.size, manifest["chunk_size"], manifest["group"])
