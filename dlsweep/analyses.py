@@ -1,6 +1,7 @@
 """The analyses of one family's runs beyond thresholds: the deep linear network's distance to the
-optimum along each principal direction of the data (`pc_spread`) and its per-direction rates
-against Hacohen & Weinshall's eq. 10 (`pc_rates`)."""
+optimum along each principal direction of the data (`pc_spread`), the spread over networks of its
+coordinates along them (`pc_weight_spread`) and its per-direction rates against Hacohen &
+Weinshall's eq. 10 (`pc_rates`)."""
 
 from __future__ import annotations
 
@@ -82,3 +83,28 @@ def pc_spread(folder: str | Path) -> pd.DataFrame:
     distances["j"] = distances.j.str.rsplit("_", n=1).str[1].astype(int)
     return (distances.groupby([*cells, "step", "j"], as_index=False)
             .agg(mean=("distance", "mean"), std=("distance", "std"), seeds=("distance", "size")))
+
+
+@restores_x64
+def pc_weight_spread(folder: str | Path) -> pd.DataFrame:
+    """Hacohen & Weinshall's Figure 2: the spread over networks of W's coordinates w_j = u_j^T W (p
+    values) along the principal directions that the task records (`[task] pc_weights`): per cell
+    of the axes other than `seed`, recorded step and direction `j` (0-based), `std` =
+    sqrt(sum_k var(w_jk)), the sample variances (ddof 1) over the seeds' runs that did not diverge
+    summed over w_j's entries (the root mean squared distance of w_j to its mean over the networks,
+    Bessel-corrected; NaN for one seed), and `seeds`."""
+    folder = Path(folder)
+    sweep = spec_module.load(spec_file(folder))
+    directions = sweep.task.get("pc_weights", ())
+    if not directions:
+        raise incremental.ThresholdError(f"{folder}: the spread of w_j needs [task] pc_weights (model linear_net)")
+    runs, traj = load(folder), load_trajectories(folder)
+    columns = store.vector_columns(traj, "pc_weights")
+    cells = [a for a in sweep.axes if a != "seed"]
+    data = traj[["run_id", "step", *columns]].merge(runs.loc[~runs.diverged, ["run_id", *cells]], on="run_id")
+    grouped = data.groupby([*cells, "step"])
+    variance = grouped[columns].var(ddof=1)
+    summed = variance.to_numpy().reshape(len(variance), len(directions), -1).sum(axis=2)
+    spread = pd.DataFrame(np.sqrt(summed), index=variance.index, columns=[j - 1 for j in directions])
+    table = spread.rename_axis(columns="j").stack(future_stack=True).rename("std").reset_index()
+    return table.merge(grouped.size().rename("seeds").reset_index(), on=[*cells, "step"])

@@ -15,7 +15,7 @@ import pandas as pd
 
 from dlsweep import compare, engine, store
 from dlsweep import spec as spec_module
-from dlsweep.analyses import pc_rates, pc_spread
+from dlsweep.analyses import pc_rates, pc_spread, pc_weight_spread
 from dlsweep.analysis import incremental
 from dlsweep.errors import PlotError
 from dlsweep.figures import FIGURE_SUFFIXES, FORMATS, NEEDS_TARGETS, PLOT_KINDS, TIMES
@@ -67,7 +67,9 @@ def plot_run(folder: str | Path, kind: str | None = None, x: str | None = None, 
     std over seeds (linear_net). pc_rates: the
     measured convergence rate along each direction, with the prediction.
     pc_curves: the distance along a few principal directions against the step, with eq. 10's
-    prediction, at the smallest depth and lr. summary: a runs column (y, default population_error)
+    prediction, at the smallest depth and lr (and the std of w_j over the seeds where the task
+    records `pc_weights`). gradient_scales: Hacohen's Figure 3, the gradient scale matrices A_l,
+    B_l of two layers against the step (`[task] gradient_scales`). summary: a runs column (y, default population_error)
     against an axis (x, default sigma0; `c` = 2 sigma0 (1 + s^2)/(1 - s^2), Azulay's one number of a
     depth-2 init), one line per value of `color` (default shape), mean and std over seeds; for
     diagonal_net with the interpolators' population errors as levels. heatmap with `color` a runs
@@ -225,8 +227,25 @@ def _pc_curves(r: Request):
     directions = [j for j in PC_CURVES if j in rates.index]
     chosen, heading = figure_slice(r.runs[~r.runs.diverged], r.sweep, None, r.title, r.folder)
     traj = load_trajectories(r.folder)
+    spread = None
+    if r.sweep.task.get("pc_weights"):      # the paper's own quantity, where recorded
+        spread = first_slice(only(pc_weight_spread(r.folder), r.at), [a for a in r.sweep.axes if a != "seed"])
     return plot.pc_curves(traj[traj.run_id.isin(chosen.run_id)], chosen, directions,
-                          {j: np.exp(-rates.predicted[j]) for j in directions}, title=heading), "pc_curves"
+                          {j: np.exp(-rates.predicted[j]) for j in directions}, spread, title=heading), "pc_curves"
+
+
+@figure_kind("gradient_scales")
+def _gradient_scales(r: Request):
+    from dlsweep import plot
+
+    traj = load_trajectories(r.folder)
+    if not store.vector_columns(traj, "a_diagonal_distance"):
+        raise PlotError(f"{r.folder}: the gradient_scales figure needs [task] gradient_scales = true (model linear_net)")
+    chosen, heading = figure_slice(r.runs[~r.runs.diverged], r.sweep, None, r.title, r.folder)
+    depth = int(chosen.depth.iloc[0])
+    interior = list(range(2, depth))             # A_l and B_l both products of layers
+    layers = sorted({interior[0], interior[-1]}) if interior else [1, depth]
+    return plot.gradient_scales(traj[traj.run_id.isin(chosen.run_id)], layers, title=heading), "gradient_scales"
 
 
 @figure_kind("pc_rates")

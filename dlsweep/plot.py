@@ -284,6 +284,7 @@ OBSERVABLE_LABELS = {
     "reconstruction_error": "reconstruction error\n" r"$\|W - W_{\rm ref}\|_2$",
     "loss": "training loss",
     "excess_loss": r"excess loss $\ell(W) - \ell(W_{\rm opt})$",
+    "accuracy": "training accuracy",
 }
 
 
@@ -379,28 +380,82 @@ def _relative_curve(ax, traj: pd.DataFrame, column: str, colour, label: str) -> 
 
 @styled
 def pc_curves(traj: pd.DataFrame, runs: pd.DataFrame, directions: list[int], predicted: dict[int, np.ndarray] | None = None,
-              width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
-    """Hacohen & Weinshall's Figure 2 (left): the distance to the optimum along a few principal
-    directions j (`pc_distance_j`, relative to step 0) against the step, mean over seeds with a
-    band of +- one standard deviation, one colour per direction; `predicted` (j -> the contraction
-    |1 - lr N lambda_j|) adds eq. 10's lambda^s as a dashed line."""
-    fig, ax = _subplots(figsize=(width, 2.8), layout="constrained")
+              spread: pd.DataFrame | None = None, width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
+    """Hacohen & Weinshall's Figure 2 (left) against the step, one colour per principal direction
+    j, with eq. 10's lambda^s where `predicted` (j -> the contraction |1 - lr N lambda_j|) is given
+    (dashed): with `spread` (`analyses.pc_weight_spread`: step, j, std) a first panel of the
+    paper's quantity, the std of w_j over the networks, then a panel of the distance to the
+    optimum along each direction (`pc_distance_j` relative to step 0, mean over seeds with a band
+    of +- one standard deviation); without, the distance alone."""
+    panels = 1 if spread is None else 2
+    fig, axes = _subplots(1, panels, figsize=(width * (1.0 if panels == 1 else 1.55), 2.8 if panels == 1 else 3.8),
+                          squeeze=False,
+                          layout="constrained")
+    axes = axes[0]
     for n, j in enumerate(directions):
         colour = OKABE_ITO[n % len(OKABE_ITO)]
-        step = _relative_curve(ax, traj, f"pc_distance_{j}", colour, f"$j$ = {j + 1}")
+        rows = spread[spread.j == j].sort_values("step") if spread is not None else ()
+        if len(rows):           # a direction whose w_j was recorded
+            step, std = rows["step"].to_numpy(), rows["std"].to_numpy()
+            axes[0].plot(step, std, color=colour, lw=1.3, label=f"$j$ = {j + 1}")
+            if predicted is not None:
+                axes[0].plot(step, std[0] * predicted[j] ** step.astype(float), color=colour, lw=0.9, ls="--")
+        step = _relative_curve(axes[-1], traj, f"pc_distance_{j}", colour, f"$j$ = {j + 1}")
         if predicted is not None:
-            ax.plot(step, predicted[j] ** step.astype(float), color=colour, lw=0.9, ls="--")
-    if predicted is not None:
-        ax.plot([], [], color="0.3", ls="--", lw=0.9, label=r"eq. 10: $|1 - \eta N \lambda_j|^s$")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_ylim(1e-8, 3.0)
-    ax.set_xlabel("GD step $t$", fontsize=8)
-    ax.set_ylabel(r"$\|w_j - w_j^{\rm opt}\|$ relative to step 0", fontsize=8)
-    ax.tick_params(which="both", labelsize=7)
-    ax.legend(fontsize=7, frameon=False, ncol=2)
+            axes[-1].plot(step, predicted[j] ** step.astype(float), color=colour, lw=0.9, ls="--")
+    for ax in axes:
+        if predicted is not None:
+            ax.plot([], [], color="0.3", ls="--", lw=0.9, label=r"eq. 10: $|1 - \eta N \lambda_j|^s$")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("GD step $t$", fontsize=8)
+        ax.tick_params(which="both", labelsize=7)
+    if spread is not None:
+        largest = spread["std"].max()
+        axes[0].set_ylim(largest * 1e-8, largest * 3.0)
+        axes[0].set_ylabel(r"std of $w_j$ over the networks", fontsize=8)
+        axes[0].set_title("(a) spread over networks (the paper's Figure 2)", fontsize=8)
+        axes[1].set_title(r"(b) distance to the optimum", fontsize=8)
+    axes[-1].set_ylim(1e-8, 3.0)
+    axes[-1].set_ylabel(r"$\|w_j - w_j^{\rm opt}\|$ relative to step 0", fontsize=8)
+    if spread is not None:         # above the panels: every corner of them has curves
+        _legend_on_top(fig, *axes[0].get_legend_handles_labels(), int(spread["seeds"].max()), title)
+        return fig
+    axes[0].legend(fontsize=7, frameon=False, ncol=2)
     if title:
         heading(fig, title, 8)
+    return fig
+
+
+@styled
+def gradient_scales(traj: pd.DataFrame, layers: list[int], width: float = DOUBLE, title: str | None = None) -> Figure:
+    """Hacohen & Weinshall's Figure 3: per layer l of `layers` (1-based; a row each), (a) the mean
+    distance of the diagonal of the gradient scale matrices A_l and B_l from their expectations at
+    the init, alpha_l and beta_l, and (b) the mean of their off-diagonal entries, against the GD
+    step (log axis), mean +- one standard deviation over the runs (seeds) as a band."""
+    fig, axes = _subplots(len(layers), 2, figsize=(width, 2.0 * len(layers) + 0.9), sharex=True, squeeze=False,
+                          layout="constrained")
+    sides = (("A", "a", OKABE_ITO[0], r"$A_l$ (outputs, $p \times p$)"), ("B", "b", OKABE_ITO[1],
+                                                                           r"$B_l$ (inputs, $d \times d$)"))
+    for row, layer in enumerate(layers):
+        for col, part in enumerate(("diagonal_distance", "off_diagonal")):
+            ax = axes[row, col]
+            for _, prefix, colour, label in sides:
+                step, mean, spread = _over_repetitions(traj, f"{prefix}_{part}_{layer - 1}")
+                ax.plot(step, mean, color=colour, lw=1.3, label=label)
+                if spread is not None:
+                    ax.fill_between(step, mean - spread, mean + spread, color=colour, alpha=0.25, lw=0)
+            if part == "off_diagonal":
+                ax.axhline(0.0, color="0.5", lw=0.6, ls=":")
+            ax.set_xscale("log")
+            ax.set_title(f"layer {layer}", fontsize=8)
+            ax.tick_params(which="both", labelsize=7)
+        axes[row, 0].set_ylabel(r"mean $|A_{ii} - \alpha_l|$, $|B_{ii} - \beta_l|$", fontsize=8)
+        axes[row, 1].set_ylabel("mean off-diagonal entry", fontsize=8)
+    axes[0, 0].set_title(f"(a) diagonal's distance from its expectation, layer {layers[0]}", fontsize=8)
+    axes[0, 1].set_title(f"(b) off-diagonal entries, layer {layers[0]}", fontsize=8)
+    fig.supxlabel("GD step", fontsize=8)
+    _legend_on_top(fig, *axes[0, 0].get_legend_handles_labels(), traj.run_id.nunique(), title)
     return fig
 
 
@@ -452,24 +507,53 @@ def value_panels(panels: list[tuple[str, pd.DataFrame, float, str]], width: floa
     return fig
 
 
+ABSOLUTE = ("accuracy",)
+"""Recorded quantities that `variant_curves` draws as they are, on a linear axis (a share in
+[0, 1]); the others relative to their value at step 0, on a log axis."""
+
+
 @styled
-def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], column: str,
-                   width: float = DOUBLE, title: str | None = None) -> Figure:
-    """One recorded quantity relative to its initial value, q(t) / q(0), against the GD step for
-    several sweeps of one reproduction (its variants): one panel per (panel title, lines), one line
-    per (label, trajectories of its runs), mean +- one standard deviation over the runs (seeds) as
-    a band; log axes."""
-    fig, axes = _subplots(1, len(panels), figsize=(width, 2.6), sharey=True, squeeze=False, layout="constrained")
-    for ax, (panel, lines) in zip(axes[0], panels):
-        for n, (label, traj) in enumerate(lines):
-            _relative_curve(ax, traj, column, OKABE_ITO[n % len(OKABE_ITO)], label)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(panel, fontsize=8)
-        ax.set_xlabel("GD step", fontsize=8)
-        ax.tick_params(which="both", labelsize=7)
-        ax.legend(fontsize=7, frameon=False)
-    axes[0, 0].set_ylabel(OBSERVABLE_LABELS.get(column, column.replace("_", " ")) + "\nrelative to step 0", fontsize=8)
+def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], columns: str | tuple[str, ...],
+                   width: float = DOUBLE, title: str | None = None, floor: float | None = None) -> Figure:
+    """Recorded quantities against the GD step for several sweeps of one reproduction (its
+    variants): a row of panels per quantity of `columns` (relative to its initial value, q(t) /
+    q(0), on log axes cut at `floor`, the dtype's rounding floor, marked; those in `ABSOLUTE` as
+    they are), one panel per (panel title, lines), one line per (label, trajectories of its
+    runs), mean +- one standard deviation over the runs (seeds) as a band; log step axis."""
+    columns = (columns,) if isinstance(columns, str) else tuple(columns)
+    fig, axes = _subplots(len(columns), len(panels), figsize=(width, 2.3 * len(columns) + 0.4), sharex=True,
+                          sharey="row", squeeze=False, layout="constrained")
+    for row, column in enumerate(columns):
+        for ax, (panel, lines) in zip(axes[row], panels):
+            for n, (label, traj) in enumerate(lines):
+                colour = OKABE_ITO[n % len(OKABE_ITO)]
+                if column in ABSOLUTE:
+                    step, mean, spread = _over_repetitions(traj, column)
+                    ax.plot(step, mean, color=colour, lw=1.3, label=label)
+                    if spread is not None:
+                        ax.fill_between(step, mean - spread, mean + spread, color=colour, alpha=0.25, lw=0)
+                else:
+                    _relative_curve(ax, traj, column, colour, label)
+                    ax.set_yscale("log")
+            if floor is not None and column not in ABSOLUTE:
+                ax.axhspan(floor / 100, floor, color="0.85", lw=0, zorder=3)
+                ax.text(0.98, 0.02, "below the rounding floor", transform=ax.transAxes, ha="right", va="bottom",
+                        fontsize=6, color="0.35", zorder=4)
+                ax.set_ylim(floor / 100, None)
+            ax.set_xscale("log")
+            if row == 0:
+                ax.set_title(panel, fontsize=8)
+                ax.legend(fontsize=7, frameon=False)
+            ax.tick_params(which="both", labelsize=7)
+        label = OBSERVABLE_LABELS.get(column, column.replace("_", " "))
+        axes[row, 0].set_ylabel(label if column in ABSOLUTE else label + "\nrelative to step 0", fontsize=8)
+        if column in ABSOLUTE:
+            axes[row, 0].set_ylim(0.0, 1.02)
+    if len(columns) > 1:
+        fig.supxlabel("GD step", fontsize=8)
+    else:
+        for ax in axes[-1]:
+            ax.set_xlabel("GD step", fontsize=8)
     if title:
         heading(fig, title, 9)
     return fig

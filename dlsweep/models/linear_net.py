@@ -43,7 +43,22 @@ B^T for the autoencoder; else the least-squares optimum W_opt = Sigma_x^+ Sigma_
 `pc_distance`, per principal direction u_j of the data (Sigma_x = U diag(lambda) U^T, descending),
 the distance ||u_j^T (W - W_opt)|| of W's coordinates along u_j (Hacohen's w_j) to the optimum's;
 `rank_distance`, ||W - W_k||_F for the reduced-rank solutions W_k, k = 1..top (Gidel's Cor. 2:
-the two-layer network passes near each in turn).
+the two-layer network passes near each in turn). On the digits also `accuracy`, the share of the
+n training examples (whitened where the task whitens) whose largest output x W is at their (possibly
+shuffled) label (Hacohen's Figure 10). Where the task asks for them: `pc_weights`, the coordinates
+w_j = u_j^T W (p values each) along the listed principal directions, flattened direction-major
+(Hacohen's Figure 2, whose spread over networks is `analyses.pc_weight_spread`); and
+`gradient_scales` (Hacohen's eq. 7 and Figure 3), per layer l = 1..max_depth (NaN past the run's
+depth) of an i.i.d. init, with P_l = W_1 ... W_{l-1} (d x m_{l-1}) and S_l = W_{l+1} ... W_L
+(m_l x p), the gradient scale matrices
+
+    B_l = P_l P_l^T (d x d, I for l = 1),   A_l = S_l^T S_l (p x p, I for l = L),
+
+whose expectations at the init are beta_l I and alpha_l I (his Theorem 3, eqs. 12-13, in this
+orientation: beta_l = prod_{n<l} cols_n var_n, alpha_l = prod_{n>l} rows_n var_n over the layers'
+entry variances var_n = s_n^2 / fan_n; 1 for Definition 3): observed as `a_diagonal_distance`,
+mean_i |A_l,ii - alpha_l|, and `a_off_diagonal`, the mean of A_l's off-diagonal entries, and
+`b_diagonal_distance`, `b_off_diagonal` alike.
 """
 
 from __future__ import annotations
@@ -62,6 +77,8 @@ from dlsweep.models.family import Family
 from dlsweep.models.layers import layer_scales, select
 
 INITS = ("gaussian", "aligned", "glorot", "glorot_uniform")
+IID_INITS = ("gaussian", "glorot", "glorot_uniform")     # entries drawn i.i.d.: gradient scale expectations
+GRADIENT_SCALES = ("a_diagonal_distance", "a_off_diagonal", "b_diagonal_distance", "b_off_diagonal")
 DATA = ("spectrum", "autoencoder", "digits")
 SUPPORT_RTOL = 1e-6      # eigenvalues of Sigma_x below this times the largest count as 0 (pseudo-inverse)
 
@@ -70,7 +87,8 @@ SUPPORT_RTOL = 1e-6      # eigenvalues of Sigma_x below this times the largest c
 class LinearNet:
     """Static configuration: input size d, output size p, width h, observed values k, largest
     depth, init scheme, data kind, examples per seed (0: population statistics), label noise (std),
-    float dtype. Whitening and label shuffling are the task's flags (`whiten`, `shuffle`), traced,
+    float dtype, the principal directions whose coordinates are observed (0-based), whether the
+    gradient scale matrices are observed. Whitening and label shuffling are the task's flags (`whiten`, `shuffle`), traced,
     so that sweeps differing in them alone share one compiled program."""
 
     d: int = struct.field(pytree_node=False)
@@ -83,6 +101,8 @@ class LinearNet:
     examples: int = struct.field(pytree_node=False)
     noise: float = struct.field(pytree_node=False)
     dtype: str = struct.field(pytree_node=False, default="float32")
+    pc_weights: tuple[int, ...] = struct.field(pytree_node=False, default=())
+    gradient_scales: bool = struct.field(pytree_node=False, default=False)
 
     # ------------------------------------------------------------------------- data per seed
 
@@ -101,28 +121,30 @@ class LinearNet:
         return x, x @ task["w_true"] + self.noise * jax.random.normal(k_noise, (self.examples, self.p), dtype), None
 
     def _statistics(self, key, task):
-        """(Sigma_x, Sigma_xy, 1/(2n) ||Y||^2, W_ref or None, W -> l(W) without cancellation) of one
-        seed, before whitening: l(W) = 1/(2n) ||Y - X W||^2 from the samples, and for population
-        data 1/2 tr((W - W*)^T diag(lambda) (W - W*)) + p noise^2 / 2."""
+        """(Sigma_x, Sigma_xy, 1/(2n) ||Y||^2, W_ref or None, W -> l(W) without cancellation, Y) of
+        one seed, before whitening: l(W) = 1/(2n) ||Y - X W||^2 from the samples, and for population
+        data 1/2 tr((W - W*)^T diag(lambda) (W - W*)) + p noise^2 / 2 (Y None)."""
         if self.data == "spectrum" and self.examples == 0:     # population: x ~ N(0, diag(lambda)), y = x W + noise
             lam, w_true = task["eigenvalues"], task["w_true"]
             offset = 0.5 * jnp.sum(lam[:, None] * w_true * w_true) + 0.5 * self.p * self.noise**2
             loss_at = lambda w: 0.5 * jnp.sum(lam[:, None] * (w - w_true) ** 2) + 0.5 * self.p * self.noise**2  # noqa: E731
-            return jnp.diag(lam), lam[:, None] * w_true, offset, None, loss_at
+            return jnp.diag(lam), lam[:, None] * w_true, offset, None, loss_at, None
         k_data, k_shuffle = jax.random.split(key)
         x, y, reference = self._samples(k_data, task)
         y = select(task["shuffle"], jax.random.permutation(k_shuffle, y), y)
         n = x.shape[0]
         loss_at = lambda w: 0.5 * jnp.sum((y - x @ w) ** 2) / n      # noqa: E731
-        return x.T @ x / n, x.T @ y / n, 0.5 * jnp.sum(y * y) / n, reference, loss_at
+        return x.T @ x / n, x.T @ y / n, 0.5 * jnp.sum(y * y) / n, reference, loss_at, y
 
     def draw(self, key, task):
         """The statistics of one seed and what init, loss and observe need of them: `sigma_x`,
         `sigma_xy`, `offset` (1/(2n) ||Y||^2, the loss at W = 0), `pcs` (U, descending eigenvalues
         of the unwhitened Sigma_x), `w_opt` (Sigma_x^+ Sigma_xy), `loss_opt` (l(W_opt)), `residual`
         (R = Sigma_xy - Sigma_x W_opt), `w_ref` (the reconstruction reference) and `xy_left`,
-        `xy_right` (singular vectors of Sigma_xy, for the aligned init)."""
-        sigma_x, sigma_xy, offset, reference, loss_at = self._statistics(key, task)
+        `xy_right` (singular vectors of Sigma_xy, for the aligned init); for the digits `labels`
+        (each example's class, after the shuffle) and `whitening` (the map Z with whitened X = X Z:
+        Sigma_x^(-1/2) on its support, or I)."""
+        sigma_x, sigma_xy, offset, reference, loss_at, y = self._statistics(key, task)
         lam, pcs = jnp.linalg.eigh(sigma_x)
         lam, pcs = lam[::-1], pcs[:, ::-1]
         support = lam > SUPPORT_RTOL * lam[0]
@@ -136,10 +158,15 @@ class LinearNet:
         inverse = select(whiten, support.astype(lam.dtype), inverse)
         w_opt = select(whiten, pcs @ (inverse[:, None] * (pcs.T @ sigma_xy)), w_opt)
         left, _, right = jnp.linalg.svd(sigma_xy)
-        return {"sigma_x": sigma_x, "sigma_xy": sigma_xy, "offset": offset, "pcs": pcs, "w_opt": w_opt,
-                "loss_opt": loss_opt, "residual": sigma_xy - sigma_x @ w_opt,
-                "w_ref": w_opt if reference is None else reference, "xy_left": left, "xy_right": right.T,
-                "reduced_rank": self._reduced_rank(pcs, inverse, sigma_xy)}
+        drawn = {"sigma_x": sigma_x, "sigma_xy": sigma_xy, "offset": offset, "pcs": pcs, "w_opt": w_opt,
+                 "loss_opt": loss_opt, "residual": sigma_xy - sigma_x @ w_opt,
+                 "w_ref": w_opt if reference is None else reference, "xy_left": left, "xy_right": right.T,
+                 "reduced_rank": self._reduced_rank(pcs, inverse, sigma_xy)}
+        if self.data == "digits":
+            zca = (pcs * jnp.sqrt(jnp.where(support, 1.0 / jnp.where(support, lam, 1.0), 0.0))) @ pcs.T
+            drawn |= {"labels": jnp.argmax(y, axis=1).astype(jnp.int32),
+                      "whitening": select(whiten, zca, jnp.eye(self.d, dtype=zca.dtype))}
+        return drawn
 
     def _reduced_rank(self, pcs, inverse, sigma_xy):
         """W_k, k = 1..top: the minimum-norm minimizers of the loss over rank(W) <= k (reduced-rank
@@ -219,16 +246,64 @@ class LinearNet:
         return _loss_of(self.product(params, hp["depth"]), task)
 
     def observe(self, params, hp, task):
-        """The k largest singular values of W, its nuclear norm, its reconstruction error and its
-        distance to the optimum along each principal direction (module docstring)."""
+        """The k largest singular values of W, its nuclear norm, its reconstruction error, its
+        distance to the optimum along each principal direction, and what the data and task add
+        (module docstring)."""
         w = self.product(params, hp["depth"])
         singular = jnp.linalg.svd(w, compute_uv=False)
         along = task["pcs"].T @ (w - task["w_opt"])
-        return {"sigma": singular[: self.k], "nuclear_norm": jnp.sum(singular), "norm_squared": jnp.sum(w * w),
-                "excess_loss": _excess_loss(w, task),
-                "reconstruction_error": jnp.linalg.norm(w - task["w_ref"], ord=2),
-                "pc_distance": jnp.sqrt(jnp.sum(along * along, axis=1)),
-                "rank_distance": jnp.sqrt(jnp.sum((w - task["reduced_rank"]) ** 2, axis=(1, 2)))}
+        observed = {"sigma": singular[: self.k], "nuclear_norm": jnp.sum(singular), "norm_squared": jnp.sum(w * w),
+                    "excess_loss": _excess_loss(w, task),
+                    "reconstruction_error": jnp.linalg.norm(w - task["w_ref"], ord=2),
+                    "pc_distance": jnp.sqrt(jnp.sum(along * along, axis=1)),
+                    "rank_distance": jnp.sqrt(jnp.sum((w - task["reduced_rank"]) ** 2, axis=(1, 2)))}
+        if self.data == "digits":
+            predicted = jnp.argmax(task["x"] @ (task["whitening"] @ w), axis=1)
+            observed["accuracy"] = jnp.mean((predicted == task["labels"]).astype(w.dtype))
+        if self.pc_weights:
+            observed["pc_weights"] = (task["pcs"][:, np.asarray(self.pc_weights)].T @ w).reshape(-1)
+        if self.gradient_scales:
+            observed |= self._gradient_scales(params, hp)
+        return observed
+
+    def _gradient_scales(self, params, hp):
+        """The module docstring's `GRADIENT_SCALES`, one value per layer l = 1..max_depth: layer l <
+        depth is chain slot l - 1 of (W_1, hidden..., W_L), the last layer the last slot (the
+        unused hidden layers between are the identity and enter no product), NaN past the depth."""
+        depth, dtype = hp["depth"], params["first"].dtype
+        slots = [params["first"], *[params["hidden"][i] for i in range(self.max_depth - 2)], params["last"]]
+        first_scale, scale = layer_scales(hp["sigma0"], depth, hp.get("shape", 0.0))
+        fan = self.init_fans()
+        variance = [first_scale**2 / fan["first"], *[scale**2 / fan["hidden"]] * (self.max_depth - 2),
+                    scale**2 / fan["last"]]
+        rows = [self.d] + [self.width] * (self.max_depth - 1)
+        cols = [self.width] * (self.max_depth - 1) + [self.p]
+        used = [jnp.asarray(True)] + [slot <= depth - 2 for slot in range(1, self.max_depth - 1)] + [jnp.asarray(True)]
+        grow = lambda factor, k: jnp.where(used[k], factor, 1.0)  # noqa: E731  (an unused layer: I, variance 1)
+        prefixes, beta = [jnp.eye(self.d, dtype=dtype)], [jnp.ones((), dtype)]
+        for k, slot in enumerate(slots[:-1]):
+            prefixes.append(prefixes[-1] @ slot)
+            beta.append(beta[-1] * grow(cols[k] * variance[k], k))
+        suffixes, alpha = [jnp.eye(self.p, dtype=dtype)], [jnp.ones((), dtype)]
+        for k in range(len(slots) - 1, 0, -1):
+            suffixes.insert(0, slots[k] @ suffixes[0])
+            alpha.insert(0, alpha[0] * grow(rows[k] * variance[k], k))
+        a = [_diagonal_and_off(s.T @ s, expected) for s, expected in zip(suffixes, alpha)]
+        b = [_diagonal_and_off(p @ p.T, expected) for p, expected in zip(prefixes, beta)]
+        layer = jnp.arange(1, self.max_depth + 1)
+        slot_of = jnp.where(layer < depth, layer - 1, self.max_depth - 1)
+        beyond, alone = layer > depth, (layer == 1) & (depth == 1)      # depth 1 (`single`): A_1 = B_1 = I
+        pick = lambda values: jnp.where(beyond, jnp.nan, jnp.where(alone, 0.0, jnp.stack(values)[slot_of]))  # noqa: E731
+        return dict(zip(GRADIENT_SCALES, (pick([v[0] for v in a]), pick([v[1] for v in a]),
+                                          pick([v[0] for v in b]), pick([v[1] for v in b]))))
+
+
+def _diagonal_and_off(matrix, expected):
+    """(mean_i |M_ii - expected|, the mean of M's off-diagonal entries) of a square M."""
+    n = matrix.shape[0]
+    diagonal = jnp.diagonal(matrix)
+    off = (jnp.sum(matrix) - jnp.sum(diagonal)) / max(n * (n - 1), 1)
+    return jnp.mean(jnp.abs(diagonal - expected)), off
 
 
 def toy_lr(task: dict, cell: Mapping[str, float]) -> float | None:
@@ -301,7 +376,8 @@ def validate_task(task: dict, error: schema.Error) -> dict:
     data = schema.choice(task, "data", DATA, error)
     known = {"spectrum": ("eigenvalues", "power_law", "d", "w_true", "examples", "noise"),
              "autoencoder": ("eigenvalues", "d", "examples", "noise"), "digits": ("d", "examples")}[data]
-    schema.reject_unknown(task, ("data", *known, "width", "init", "whiten", "shuffle", "top"), error)
+    schema.reject_unknown(task, ("data", *known, "width", "init", "whiten", "shuffle", "top", "pc_weights",
+                                 "gradient_scales"), error)
     noise = schema.noise(task, 1e-3 if data == "autoencoder" else 0.0, error)
     out = {"data": data, "whiten": schema.flag(task, "whiten", error), "shuffle": schema.flag(task, "shuffle", error)}
     if data != "digits":
@@ -332,10 +408,33 @@ def validate_task(task: dict, error: schema.Error) -> dict:
     out["top"] = schema.integer(task, "top", min(rank, schema.DEFAULT_TOP), 1, error)
     if out["top"] > min(out["d"], out["p"]):
         raise error("top", f"expected at most min(d, p) = {min(out['d'], out['p'])} singular values, got {out['top']}")
+    directions, scales = _directions(task, out["d"], error), schema.flag(task, "gradient_scales", error)
+    out |= {"pc_weights": directions} if directions else {}         # only where asked: the figures' captions list the task
+    out |= {"gradient_scales": True} if scales else {}
+    if scales and out["init"] not in IID_INITS:
+        raise error("gradient_scales", f"their expectations alpha_l, beta_l are those of an init drawn i.i.d. "
+                                       f"({', '.join(IID_INITS)}), got init = {out['init']!r}")
     targets = _targets(out)
     if targets is not None and out["top"] <= min(rank, len(targets)) and min(targets[: out["top"]]) > 0:
         out["sigma_star"] = tuple(targets[: out["top"]])
     return out
+
+
+def _directions(task: dict, d: int, error: schema.Error) -> tuple[int, ...]:
+    """`pc_weights`: distinct principal directions j in 1..d (by decreasing eigenvalue), default none."""
+    values = task.get("pc_weights", [])
+    if not isinstance(values, list) or not all(schema.is_int(j) and 1 <= j <= d for j in values):
+        raise error("pc_weights", f"expected a list of principal directions j in 1..d = {d}, got {values!r}")
+    if len(set(values)) < len(values):
+        raise error("pc_weights", f"expected distinct directions, got {values!r}")
+    return tuple(values)
+
+
+def check_axes(task: dict, axes: dict, error: schema.Error) -> None:
+    """Gradient scale matrices need layers: some depth >= 2."""
+    if task.get("gradient_scales") and max(axes["depth"]) < 2:
+        raise error("task.gradient_scales", f"the gradient scale matrices of a one-layer model are I; "
+                                            f"expected some depth >= 2, got depths {list(map(int, axes['depth']))}")
 
 
 def _targets(task: dict) -> tuple[float, ...] | None:
@@ -410,14 +509,21 @@ FAMILY = Family(
                        "glorot_uniform (Glorot & Bengio's uniform init)",
                "whiten": "ZCA-whiten the inputs of each seed (default false)",
                "shuffle": "shuffle the labels of each seed (default false)",
-               "top": "how many of the largest singular values of W are observed (default min(d, p, h, 5))"},
+               "top": "how many of the largest singular values of W are observed (default min(d, p, h, 5))",
+               "pc_weights": "principal directions j (1-based) whose coordinates w_j = u_j^T W are observed "
+                             "(default none)",
+               "gradient_scales": "observe the gradient scale matrices A_l, B_l of every layer (Hacohen's Figure "
+                                  "3; an i.i.d. init; default false)"},
     validate_task=validate_task,
     build=lambda sweep: LinearNet(
         d=sweep.task["d"], p=sweep.task["p"], width=sweep.task["width"], k=sweep.task["top"],
         max_depth=int(max(sweep.axes["depth"])), init_kind=sweep.task["init"], data=sweep.task["data"],
-        examples=sweep.task["examples"], noise=sweep.task.get("noise", 0.0), dtype=sweep.dtype),
+        examples=sweep.task["examples"], noise=sweep.task.get("noise", 0.0), dtype=sweep.dtype,
+        pc_weights=tuple(j - 1 for j in sweep.task.get("pc_weights", ())),
+        gradient_scales=sweep.task.get("gradient_scales", False)),
     make_task=make_task,
     observed=r"singular values $\sigma_i(W)$",
     optional_axes=("shape",),
+    check_axes=check_axes,
     toy_lr=toy_lr,
 )
