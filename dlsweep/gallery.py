@@ -37,9 +37,11 @@ def published_name(figure: Path, run_root: Path, name: str) -> str:
     return "-".join([name, *parts])
 
 
-def publish(figures: list[Path], run_root: Path, name: str, docs: Path) -> tuple[Path, ...]:
+def publish(figures: list[Path], run_root: Path, name: str, docs: Path, earlier: tuple[Path, ...] = ()) -> tuple[Path, ...]:
     """Copy a reproduction's figures into `docs/figures/` (`published_name`), replacing the
-    earlier copies of the same name; the copies, relative to `docs`'s parent."""
+    earlier copies of the same name and removing those of its `earlier` figures (as published
+    before, relative to `docs`'s parent) that it no longer draws, so that docs/figures holds the
+    current results only; the copies, relative to `docs`'s parent."""
     target = docs / "figures"
     target.mkdir(parents=True, exist_ok=True)
     copies = []
@@ -47,6 +49,8 @@ def publish(figures: list[Path], run_root: Path, name: str, docs: Path) -> tuple
         copy = target / published_name(figure, run_root, name)
         shutil.copyfile(figure, copy)
         copies.append(copy.relative_to(docs.parent))
+    for stale in set(earlier) - set(copies):
+        (docs.parent / stale).unlink(missing_ok=True)
     return tuple(copies)
 
 

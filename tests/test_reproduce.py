@@ -190,17 +190,19 @@ def test_gallery_names_links_and_rewrites_only_its_section(tmp_path):
 
 def test_reproduce_all_publishes_the_figures_and_the_gallery(tmp_path, capsys):
     """`reproduce --all` at full size (here every reproduction skipped but the theory-only
-    azulay-fig7-2) writes each figure in every format into docs/figures and a gallery row for every
-    reproduction, the skipped ones with their figures and time published before; --quick leaves
-    docs alone."""
+    azulay-fig7-2) writes each figure in every format into docs/figures, removes the figures it
+    published before and no longer draws, and writes a gallery row for every reproduction, the
+    skipped ones with their figures and time published before; --quick leaves docs alone."""
     from dlsweep import gallery
 
     skipped = [name for name in reproduce.REPRODUCTIONS if name != "azulay-fig7-2"]
     docs = tmp_path / "docs"
     (docs / "figures").mkdir(parents=True)
     (docs / "figures" / "gissin-fig2-trajectories.png").write_bytes(b"earlier")
-    gallery.write([gallery.Row("gissin-fig2", "Figure 2", 3.0, (Path("docs/figures/gissin-fig2-trajectories.png"),), "")],
-                  docs)
+    (docs / "figures" / "azulay-fig7-2-old-name.png").write_bytes(b"earlier")
+    gallery.write([gallery.Row("gissin-fig2", "Figure 2", 3.0, (Path("docs/figures/gissin-fig2-trajectories.png"),), ""),
+                   gallery.Row("azulay-fig7-2", "Figure 7.2", 2.0, (Path("docs/figures/azulay-fig7-2-old-name.png"),),
+                               "")], docs)
     argv = ["reproduce", "--all", "--out-root", str(tmp_path / "runs"), "--docs", str(docs), "--format", "png,pdf",
             "--skip", ",".join(skipped)]
     assert cli.main(argv) == 0
