@@ -81,7 +81,8 @@ def table(rows: list[Row], cpu: str, base: Path = Path(".")) -> str:
             others = [f for f in row.figures if f.stem == png.stem and f.suffix != ".png"]
             links = "".join(f" [{f.suffix[1:]}]({link(f)})" for f in others)
             shown.append(f'<a href="{link(png)}"><img src="{link(png)}" width="{THUMBNAIL_WIDTH}"></a>{links}')
-        seconds = "not measured" if row.seconds is None else f"{row.seconds:.0f} s"
+        seconds = ("not measured" if row.seconds is None else f"{row.seconds:.0f} s" if row.seconds < 600
+                   else f"{row.seconds / 60:.0f} min")
         cells = (row.paper, f"`dlsweep reproduce {row.name}`", f"{seconds}{row.timing}", "<br>".join(shown),
                  row.verdict.replace("|", "\\|"))
         lines.append("| " + " | ".join(cells) + " |")

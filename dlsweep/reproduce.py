@@ -177,10 +177,12 @@ REPRODUCTIONS = {r.name: r for r in (
         ("task.d=200", "task.examples=40", "axes.sparsity={linspace = [1, 10], num = 10}",
          "axes.seed={linspace = [0, 9], num = 10}", "steps=30000"), None,
         ({"kind": "agreement"}, {"kind": "trajectories", "x": "sparsity", "y": "sigma0"}),
-        verdict=("Not in this gallery: its full size (100 seeds) takes over 50 minutes on one core. `--quick` (10 "
-                 "seeds) shows the paper's result: the deep model selects the features orthogonal matching pursuit "
-                 "selects first."),
-        quick_seconds=10.9, full_seconds=None),
+        verdict=("Same axes, sizes (1000 atoms in 80 dimensions, 100 draws per sparsity) and result: the "
+                 "depth-5 model chooses the features orthogonal matching pursuit chooses first (agreement 1 up "
+                 "to s = 4), the agreement falling as s grows (0.76 at s = 10, 0.38 at 25), mean and std over the "
+                 "100 draws. The second figure adds the 5 largest |sigma_i| against time per sparsity. The "
+                 "longest reproduction: 27 minutes on the AMD EPYC, 52 on this Xeon."),
+        quick_seconds=10.9, full_seconds=1603.6),
     Reproduction(
         "gissin-fig4", "Gissin et al. 2020, Figure 4",
         "matrix sensing at depths 1-4: top-5 singular values against time, 1000 and 300 measurements",
