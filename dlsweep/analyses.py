@@ -95,7 +95,7 @@ def pc_weight_spread(folder: str | Path) -> pd.DataFrame:
     Bessel-corrected; NaN for one seed), and `seeds`."""
     folder = Path(folder)
     sweep = spec_module.load(spec_file(folder))
-    directions = sweep.task.get("pc_weights", ())
+    directions = linear_net.recorded_directions(sweep.task)
     if not directions:
         raise incremental.ThresholdError(f"{folder}: the spread of w_j needs [task] pc_weights (model linear_net)")
     runs, traj = load(folder), load_trajectories(folder)
@@ -108,3 +108,58 @@ def pc_weight_spread(folder: str | Path) -> pd.DataFrame:
     spread = pd.DataFrame(np.sqrt(summed), index=variance.index, columns=[j - 1 for j in directions])
     table = spread.rename_axis(columns="j").stack(future_stack=True).rename("std").reset_index()
     return table.merge(grouped.size().rename("seeds").reset_index(), on=[*cells, "step"])
+
+
+FASTEST = 0.2      # learning_order's subset: the examples of the top fifth of accessibility (Hacohen's Figure 7)
+
+
+@restores_x64
+def accessibility(folder: str | Path, ensembles: int = 2) -> pd.DataFrame:
+    """Hacohen & Weinshall's accessibility of each training example (section 4, after Hacohen et
+    al. 2020): the share of (network, recorded step >= 1) pairs at which the network classifies it
+    correctly, argmax x Z W = its label (Z the seed's whitening map, or I), per ensemble: the seeds
+    split into `ensembles` consecutive groups of equal size, the other axes at their first value
+    (runs that diverged left out). W is rebuilt from its coordinates along every principal
+    direction, W = U (U^T W) (`[task] pc_weights = "all"`); with a linear record schedule the
+    recorded steps are the paper's epochs. Columns: example, ensemble, accessibility."""
+    folder = Path(folder)
+    sweep = spec_module.load(spec_file(folder))
+    if sweep.task.get("data") != "digits" or sweep.task.get("pc_weights") != linear_net.ALL_DIRECTIONS:
+        raise incremental.ThresholdError(f'{folder}: accessibility needs data = "digits" and [task] pc_weights = '
+                                         f'"{linear_net.ALL_DIRECTIONS}" (model linear_net)')
+    runs = first_slice(load(folder), [a for a in sweep.axes if a != "seed"])
+    runs = runs[~runs.diverged]
+    seeds = np.sort(runs["seed"].unique()) if "seed" in runs else np.zeros(1)
+    if len(seeds) < ensembles or len(seeds) % ensembles:
+        raise incremental.ThresholdError(f"{folder}: {len(seeds)} seeds do not split into {ensembles} ensembles "
+                                         f"of equal size")
+    traj = load_trajectories(folder)
+    columns = store.vector_columns(traj, "pc_weights")
+    program, _, task = compile_inputs(sweep)
+    d, p = sweep.task["d"], sweep.task["p"]
+    tables = []
+    for ensemble, members in enumerate(np.split(seeds, ensembles)):
+        correct, count = 0, 0
+        for _, run in runs[runs.seed.isin(members)].iterrows():
+            drawn = engine.draw_task(program, task, int(run.seed), sweep.seed)
+            path = traj[(traj.run_id == run.run_id) & (traj.step > 0)]
+            w = np.einsum("ij,sjk->sik", drawn["pcs"], path[columns].to_numpy().reshape(len(path), d, p))
+            outputs = np.einsum("nd,sdk->snk", drawn["x"] @ drawn["whitening"], w)
+            correct = correct + (np.argmax(outputs, axis=2) == drawn["labels"]).sum(axis=0)
+            count += len(path)
+        tables.append(pd.DataFrame({"example": np.arange(len(correct)), "ensemble": ensemble,
+                                    "accessibility": correct / count}))
+    return pd.concat(tables, ignore_index=True)
+
+
+def learning_order(folder: str | Path) -> pd.DataFrame:
+    """Hacohen & Weinshall's learning-order consistency (Figure 7): the Pearson correlation of two
+    ensembles' `accessibility` over all the examples and over the `FASTEST` share learned fastest
+    by the first ensemble (chosen by one ensemble alone: chosen by both, the cut itself would
+    anti-correlate them). Columns: subset, correlation, examples."""
+    table = accessibility(folder).pivot(index="example", columns="ensemble", values="accessibility")
+    first, second = table[0].to_numpy(), table[1].to_numpy()
+    fastest = first >= np.quantile(first, 1.0 - FASTEST)
+    rows = [(f"fastest {FASTEST:.0%}", fastest), ("all examples", np.ones(len(first), bool))]
+    return pd.DataFrame([{"subset": name, "correlation": float(np.corrcoef(first[kept], second[kept])[0, 1]),
+                          "examples": int(kept.sum())} for name, kept in rows])

@@ -460,6 +460,35 @@ def gradient_scales(traj: pd.DataFrame, layers: list[int], width: float = DOUBLE
 
 
 @styled
+def learning_order(table: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
+    """Hacohen & Weinshall's Figure 7: the correlation of two ensembles' accessibility (from
+    `analyses.learning_order`, one table per variant: columns variant, subset, correlation) as
+    bars, one group per subset of examples, one colour per variant (natural data orange, whitened
+    blue as in the paper)."""
+    fig, ax = _subplots(figsize=(width, 2.8), layout="constrained")
+    subsets = list(dict.fromkeys(table["subset"]))
+    variants = list(dict.fromkeys(table["variant"]))
+    bar = 0.8 / len(variants)
+    for n, variant in enumerate(variants):
+        rows = table[table.variant == variant].set_index("subset").loc[subsets]
+        positions = np.arange(len(subsets)) + (n - (len(variants) - 1) / 2) * bar
+        ax.bar(positions, rows["correlation"], width=bar, color=OKABE_ITO[(1 - n) % len(OKABE_ITO)], label=variant)
+        for x, value in zip(positions, rows["correlation"]):
+            ax.text(x, value, f"{value:.2f}", ha="center", va="bottom" if value >= 0 else "top", fontsize=7)
+    ax.axhline(0.0, color="0.3", lw=0.6)
+    ax.set_xticks(np.arange(len(subsets)), subsets, fontsize=8)
+    ax.set_xlabel("examples", fontsize=8)
+    ax.set_ylabel("correlation of the two ensembles'\naccessibility (Pearson)", fontsize=8)
+    low = min(0.0, float(table["correlation"].min()) - 0.1)
+    ax.set_ylim(low, 1.1)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, frameon=False, loc="upper left")
+    if title:
+        heading(fig, title, 8)
+    return fig
+
+
+@styled
 def pc_rates(rates: pd.DataFrame, width: float = SINGLE * 1.4, title: str | None = None) -> Figure:
     """Measured per-PC convergence rates (`rate`, per step; mean over seeds, bars +- one std)
     against the principal direction j (by decreasing eigenvalue of Sigma_x), one colour per depth,

@@ -186,6 +186,27 @@ def test_hacohen_fig3_input_side_gradient_scales_stay_while_the_output_side_drif
     assert mean.accuracy.iloc[-1] > 0.9
 
 
+def test_hacohen_fig7_accessibility_rebuilds_each_networks_classifications(quick_reproduction):
+    """Hacohen & Weinshall's accessibility (api.accessibility) is computed from W rebuilt out of its
+    recorded coordinates along every principal direction, W = U (U^T W), while the recorded
+    `accuracy` comes from W itself in the program. Expected, per variant and ensemble (quick: 3
+    seeds each, 100 steps, every 10th recorded): the mean accessibility over the examples equals
+    the mean recorded accuracy over the ensemble's runs and recorded steps >= 1 to 1e-4 (the float32
+    coordinates flip the argmax of a few borderline outputs: measured 2e-6 at full size); and
+    api.learning_order's correlations lie in [-1, 1], over 1797 and the fastest fifth's examples."""
+    result = quick_reproduction("hacohen-fig7")
+    for variant in ("natural", "whitened"):
+        folder = result.folder / variant
+        table, runs = api.accessibility(folder), api.load(folder)
+        traj = api.load_trajectories(folder).merge(runs[["run_id", "seed"]], on="run_id")
+        for ensemble, members in enumerate(np.split(np.sort(runs.seed.unique()), 2)):
+            recorded = traj[(traj.step > 0) & traj.seed.isin(members)].accuracy.mean()
+            assert table[table.ensemble == ensemble].accessibility.mean() == pytest.approx(recorded, abs=1e-4)
+        order = api.learning_order(folder)
+        assert order.examples.iloc[1] == 1797 and 300 <= order.examples.iloc[0] <= 450
+        assert order.correlation.between(-1, 1).all()
+
+
 def test_hacohen_fig2_depth_one_distances_and_spread_follow_eq10(tmp_path):
     """Hacohen & Weinshall, eq. 10 at depth 1 (exact for the linear model, THEORY 4.5), on the
     digits: the quick reproduction's sweep (3 seeds, 600 steps, lr 0.5) run in float64. Along every

@@ -420,14 +420,27 @@ def validate_task(task: dict, error: schema.Error) -> dict:
     return out
 
 
-def _directions(task: dict, d: int, error: schema.Error) -> tuple[int, ...]:
-    """`pc_weights`: distinct principal directions j in 1..d (by decreasing eigenvalue), default none."""
+ALL_DIRECTIONS = "all"
+
+
+def _directions(task: dict, d: int, error: schema.Error) -> tuple[int, ...] | str:
+    """`pc_weights`: distinct principal directions j in 1..d (by decreasing eigenvalue), or "all"
+    (W itself, in the basis of the principal directions); default none."""
     values = task.get("pc_weights", [])
+    if values == ALL_DIRECTIONS:
+        return values
     if not isinstance(values, list) or not all(schema.is_int(j) and 1 <= j <= d for j in values):
-        raise error("pc_weights", f"expected a list of principal directions j in 1..d = {d}, got {values!r}")
+        raise error("pc_weights", f'expected a list of principal directions j in 1..d = {d}, or "{ALL_DIRECTIONS}", '
+                                  f"got {values!r}")
     if len(set(values)) < len(values):
         raise error("pc_weights", f"expected distinct directions, got {values!r}")
     return tuple(values)
+
+
+def recorded_directions(task: dict) -> tuple[int, ...]:
+    """The principal directions (1-based) whose coordinates a validated task records (`pc_weights`)."""
+    values = task.get("pc_weights", ())
+    return tuple(range(1, task["d"] + 1)) if values == ALL_DIRECTIONS else tuple(values)
 
 
 def check_axes(task: dict, axes: dict, error: schema.Error) -> None:
@@ -510,8 +523,8 @@ FAMILY = Family(
                "whiten": "ZCA-whiten the inputs of each seed (default false)",
                "shuffle": "shuffle the labels of each seed (default false)",
                "top": "how many of the largest singular values of W are observed (default min(d, p, h, 5))",
-               "pc_weights": "principal directions j (1-based) whose coordinates w_j = u_j^T W are observed "
-                             "(default none)",
+               "pc_weights": "principal directions j (1-based) whose coordinates w_j = u_j^T W are observed, "
+                             'or "all" (default none)',
                "gradient_scales": "observe the gradient scale matrices A_l, B_l of every layer (Hacohen's Figure "
                                   "3; an i.i.d. init; default false)"},
     validate_task=validate_task,
@@ -519,7 +532,7 @@ FAMILY = Family(
         d=sweep.task["d"], p=sweep.task["p"], width=sweep.task["width"], k=sweep.task["top"],
         max_depth=int(max(sweep.axes["depth"])), init_kind=sweep.task["init"], data=sweep.task["data"],
         examples=sweep.task["examples"], noise=sweep.task.get("noise", 0.0), dtype=sweep.dtype,
-        pc_weights=tuple(j - 1 for j in sweep.task.get("pc_weights", ())),
+        pc_weights=tuple(j - 1 for j in recorded_directions(sweep.task)),
         gradient_scales=sweep.task.get("gradient_scales", False)),
     make_task=make_task,
     observed=r"singular values $\sigma_i(W)$",
