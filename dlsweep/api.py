@@ -11,6 +11,6 @@ from dlsweep.sweeping import (RunReport, chunk_group, compile_inputs, compile_sw
                               default_folder, list_models, plan_run, run, show)
 from dlsweep.thresholding import THRESHOLDS_FILE, thresholds
 
-__all__ = ["accessibility", "learning_order", "PC_CURVES", "RunReport", "THRESHOLDS_FILE", "chunk_group", "compile_inputs", "compile_sweep",
-           "default_chunk_size", "default_folder", "figure_slice", "list_models", "load", "load_trajectories",
+__all__ = ["PC_CURVES", "RunReport", "THRESHOLDS_FILE", "accessibility", "chunk_group", "compile_inputs",
+           "compile_sweep", "default_chunk_size", "default_folder", "figure_slice", "learning_order", "list_models", "load", "load_trajectories",
            "pc_rates", "pc_spread", "pc_weight_spread", "plan_run", "plot_run", "run", "show", "thresholds"]

@@ -240,7 +240,8 @@ def _gradient_scales(r: Request):
 
     traj = load_trajectories(r.folder)
     if not store.vector_columns(traj, "a_diagonal_distance"):
-        raise PlotError(f"{r.folder}: the gradient_scales figure needs [task] gradient_scales = true (model linear_net)")
+        raise PlotError(f"{r.folder}: the gradient_scales figure needs [task] gradient_scales = true "
+                        f"(model linear_net)")
     chosen, heading = figure_slice(r.runs[~r.runs.diverged], r.sweep, None, r.title, r.folder)
     depth = int(chosen.depth.iloc[0])
     interior = list(range(2, depth))             # A_l and B_l both products of layers

@@ -37,7 +37,8 @@ def published_name(figure: Path, run_root: Path, name: str) -> str:
     return "-".join([name, *parts])
 
 
-def publish(figures: list[Path], run_root: Path, name: str, docs: Path, earlier: tuple[Path, ...] = ()) -> tuple[Path, ...]:
+def publish(figures: list[Path], run_root: Path, name: str, docs: Path,
+            earlier: tuple[Path, ...] = ()) -> tuple[Path, ...]:
     """Copy a reproduction's figures into `docs/figures/` (`published_name`), replacing the
     earlier copies of the same name and removing those of its `earlier` figures (as published
     before, relative to `docs`'s parent) that it no longer draws, so that docs/figures holds the

@@ -291,7 +291,8 @@ REPRODUCTIONS = {r.name: r for r in (
         "learning-order consistency of linear networks on the 8x8 digits: the correlation of two ensembles' "
         "accessibility (10 seeds each), over all examples and the fastest fifth, natural and ZCA-whitened",
         ("steps=100", "record.points=11", "axes.seed={linspace = [0, 5], num = 6}"), None, (),
-        variants=(Variant("natural", "natural digits"), Variant("whitened", "ZCA-whitened digits", ("task.whiten=true",))),
+        variants=(Variant("natural", "natural digits"),
+                  Variant("whitened", "ZCA-whitened digits", ("task.whiten=true",))),
         combined=(LEARNING_ORDER, (("", ("natural", "whitened")),)),
         verdict=("Partly the paper's result, on the 8x8 digits (CIFAR-10 cannot be downloaded here): over the "
                  "fifth of the examples learned fastest, the two ensembles agree on natural data (r = 0.25) and "

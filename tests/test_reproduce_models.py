@@ -27,7 +27,8 @@ def run_folders(result) -> list:
 PANELS = {"gissin-fig1": {"panels.png": 4}, "gissin-fig5": {"values-variants.png": 4},
           "gissin-fig6": {"trajectories-sigma00.001-seed0.png": 5}, "gissin-fig7": {"trajectories-seed0.png": 3},
           "gissin-fig4": {"values-variants.png": 8}, "hacohen-fig2": {"pc_curves.png": 2},
-          "hacohen-fig3": {"gradient_scales.png": 4}, "hacohen-fig7": {"learning_order.png": 1}, "hacohen-fig10": {"accuracy-excess_loss-variants.png": 4},
+          "hacohen-fig3": {"gradient_scales.png": 4}, "hacohen-fig7": {"learning_order.png": 1},
+          "hacohen-fig10": {"accuracy-excess_loss-variants.png": 4},
           "hacohen-fig12": {"accuracy-excess_loss-variants.png": 2}}
 
 

@@ -88,8 +88,8 @@ class LinearNet:
     """Static configuration: input size d, output size p, width h, observed values k, largest
     depth, init scheme, data kind, examples per seed (0: population statistics), label noise (std),
     float dtype, the principal directions whose coordinates are observed (0-based), whether the
-    gradient scale matrices are observed. Whitening and label shuffling are the task's flags (`whiten`, `shuffle`), traced,
-    so that sweeps differing in them alone share one compiled program."""
+    gradient scale matrices are observed. Whitening and label shuffling are the task's flags
+    (`whiten`, `shuffle`), traced, so that sweeps differing in them alone share one compiled program."""
 
     d: int = struct.field(pytree_node=False)
     p: int = struct.field(pytree_node=False)
@@ -293,7 +293,9 @@ class LinearNet:
         layer = jnp.arange(1, self.max_depth + 1)
         slot_of = jnp.where(layer < depth, layer - 1, self.max_depth - 1)
         beyond, alone = layer > depth, (layer == 1) & (depth == 1)      # depth 1 (`single`): A_1 = B_1 = I
-        pick = lambda values: jnp.where(beyond, jnp.nan, jnp.where(alone, 0.0, jnp.stack(values)[slot_of]))  # noqa: E731
+        def pick(values):
+            return jnp.where(beyond, jnp.nan, jnp.where(alone, 0.0, jnp.stack(values)[slot_of]))
+
         return dict(zip(GRADIENT_SCALES, (pick([v[0] for v in a]), pick([v[1] for v in a]),
                                           pick([v[0] for v in b]), pick([v[1] for v in b]))))
 
@@ -409,7 +411,7 @@ def validate_task(task: dict, error: schema.Error) -> dict:
     if out["top"] > min(out["d"], out["p"]):
         raise error("top", f"expected at most min(d, p) = {min(out['d'], out['p'])} singular values, got {out['top']}")
     directions, scales = _directions(task, out["d"], error), schema.flag(task, "gradient_scales", error)
-    out |= {"pc_weights": directions} if directions else {}         # only where asked: the figures' captions list the task
+    out |= {"pc_weights": directions} if directions else {}     # only where asked: captions list the task
     out |= {"gradient_scales": True} if scales else {}
     if scales and out["init"] not in IID_INITS:
         raise error("gradient_scales", f"their expectations alpha_l, beta_l are those of an init drawn i.i.d. "
