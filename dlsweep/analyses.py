@@ -92,12 +92,16 @@ def pc_weight_spread(folder: str | Path) -> pd.DataFrame:
     of the axes other than `seed`, recorded step and direction `j` (0-based), `std` =
     sqrt(sum_k var(w_jk)), the sample variances (ddof 1) over the seeds' runs that did not diverge
     summed over w_j's entries (the root mean squared distance of w_j to its mean over the networks,
-    Bessel-corrected; NaN for one seed), and `seeds`."""
+    Bessel-corrected; NaN for one seed), and `seeds`. Defined where every seed has the same inputs
+    (the digits, or population statistics), so that the directions u_j are the same for all."""
     folder = Path(folder)
     sweep = spec_module.load(spec_file(folder))
     directions = linear_net.recorded_directions(sweep.task)
     if not directions:
         raise incremental.ThresholdError(f"{folder}: the spread of w_j needs [task] pc_weights (model linear_net)")
+    if sweep.task["data"] != "digits" and sweep.task["examples"] > 0 and "seed" in sweep.axes:
+        raise incremental.ThresholdError(f"{folder}: each seed samples its own examples, so its principal directions "
+                                         f"u_j differ and the spread of w_j = u_j^T W over the seeds is undefined")
     runs, traj = load(folder), load_trajectories(folder)
     columns = store.vector_columns(traj, "pc_weights")
     cells = [a for a in sweep.axes if a != "seed"]
@@ -156,10 +160,15 @@ def learning_order(folder: str | Path) -> pd.DataFrame:
     """Hacohen & Weinshall's learning-order consistency (Figure 7): the Pearson correlation of two
     ensembles' `accessibility` over all the examples and over the `FASTEST` share learned fastest
     by the first ensemble (chosen by one ensemble alone: chosen by both, the cut itself would
-    anti-correlate them). Columns: subset, correlation, examples."""
+    anti-correlate them; ties by example index). Columns: subset, correlation (NaN where an
+    ensemble's accessibility is the same for every example of the subset), examples."""
     table = accessibility(folder).pivot(index="example", columns="ensemble", values="accessibility")
     first, second = table[0].to_numpy(), table[1].to_numpy()
-    fastest = first >= np.quantile(first, 1.0 - FASTEST)
+    fastest = np.zeros(len(first), bool)
+    fastest[np.argsort(-first, kind="stable")[: int(np.ceil(FASTEST * len(first)))]] = True
     rows = [(f"fastest {FASTEST:.0%}", fastest), ("all examples", np.ones(len(first), bool))]
-    return pd.DataFrame([{"subset": name, "correlation": float(np.corrcoef(first[kept], second[kept])[0, 1]),
+    def correlation(a, b):
+        return float(np.corrcoef(a, b)[0, 1]) if np.std(a) > 0 and np.std(b) > 0 else float("nan")
+
+    return pd.DataFrame([{"subset": name, "correlation": correlation(first[kept], second[kept]),
                           "examples": int(kept.sum())} for name, kept in rows])

@@ -69,7 +69,8 @@ def plot_run(folder: str | Path, kind: str | None = None, x: str | None = None, 
     pc_curves: the distance along a few principal directions against the step, with eq. 10's
     prediction, at the smallest depth and lr (and the std of w_j over the seeds where the task
     records `pc_weights`). gradient_scales: Hacohen's Figure 3, the gradient scale matrices A_l,
-    B_l of two layers against the step (`[task] gradient_scales`). summary: a runs column (y, default population_error)
+    B_l of two layers against the step (`[task] gradient_scales`), at the largest depth. summary:
+    a runs column (y, default population_error)
     against an axis (x, default sigma0; `c` = 2 sigma0 (1 + s^2)/(1 - s^2), Azulay's one number of a
     depth-2 init), one line per value of `color` (default shape), mean and std over seeds; for
     diagonal_net with the interpolators' population errors as levels. heatmap with `color` a runs
@@ -229,7 +230,10 @@ def _pc_curves(r: Request):
     traj = load_trajectories(r.folder)
     spread = None
     if r.sweep.task.get("pc_weights"):      # the paper's own quantity, where recorded
-        spread = first_slice(only(pc_weight_spread(r.folder), r.at), [a for a in r.sweep.axes if a != "seed"])
+        try:
+            spread = first_slice(only(pc_weight_spread(r.folder), r.at), [a for a in r.sweep.axes if a != "seed"])
+        except incremental.ThresholdError as err:
+            warnings.warn(f"pc_curves: the std of w_j over the seeds is left out: {err}", DlsweepWarning, stacklevel=2)
     return plot.pc_curves(traj[traj.run_id.isin(chosen.run_id)], chosen, directions,
                           {j: np.exp(-rates.predicted[j]) for j in directions}, spread, title=heading), "pc_curves"
 
@@ -242,10 +246,11 @@ def _gradient_scales(r: Request):
     if not store.vector_columns(traj, "a_diagonal_distance"):
         raise PlotError(f"{r.folder}: the gradient_scales figure needs [task] gradient_scales = true "
                         f"(model linear_net)")
-    chosen, heading = figure_slice(r.runs[~r.runs.diverged], r.sweep, None, r.title, r.folder)
+    deepest = r.runs[~r.runs.diverged & (r.runs.depth == r.runs.depth.max())]     # a depth-1 run has A = B = I
+    chosen, heading = figure_slice(deepest, r.sweep, None, r.title, r.folder)
     depth = int(chosen.depth.iloc[0])
     interior = list(range(2, depth))             # A_l and B_l both products of layers
-    layers = sorted({interior[0], interior[-1]}) if interior else [1, depth]
+    layers = sorted({interior[0], interior[-1]} if interior else {1, depth})
     return plot.gradient_scales(traj[traj.run_id.isin(chosen.run_id)], layers, title=heading), "gradient_scales"
 
 

@@ -399,7 +399,8 @@ def pc_curves(traj: pd.DataFrame, runs: pd.DataFrame, directions: list[int], pre
             step, std = rows["step"].to_numpy(), rows["std"].to_numpy()
             axes[0].plot(step, std, color=colour, lw=1.3, label=f"$j$ = {j + 1}")
             if predicted is not None:
-                axes[0].plot(step, std[0] * predicted[j] ** step.astype(float), color=colour, lw=0.9, ls="--")
+                axes[0].plot(step, std[0] * predicted[j] ** (step - step[0]).astype(float), color=colour, lw=0.9,
+                             ls="--")
         step = _relative_curve(axes[-1], traj, f"pc_distance_{j}", colour, f"$j$ = {j + 1}")
         if predicted is not None:
             axes[-1].plot(step, predicted[j] ** step.astype(float), color=colour, lw=0.9, ls="--")

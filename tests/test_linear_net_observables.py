@@ -167,3 +167,40 @@ def test_observable_options_name_the_key(task, axes, key, message):
     with pytest.raises(SpecError, match=message) as info:
         resolve("bad", "linear_net", SAMPLED | task, AXES | axes)
     assert key in str(info.value)
+
+
+def test_the_spread_of_w_j_is_refused_where_each_seed_samples_its_inputs(tmp_path):
+    """Sampled spectrum data: each seed has its own examples, so its own principal directions u_j;
+    the spread of w_j = u_j^T W over the seeds would mix bases. Expected: api.pc_weight_spread
+    raises a ThresholdError that says so, and the pc_curves figure is drawn without its std panel
+    under one warning."""
+    from dlsweep import api
+    from dlsweep.errors import ThresholdError
+    from dlsweep.warning import DlsweepWarning
+
+    folder = tmp_path / "run"
+    sweep = resolve("linear_net_sampled_spread", "linear_net", SAMPLED | {"gradient_scales": False},
+                    AXES | {"depth": [1], "sigma0": [1.0]}, steps=40, points=15)
+    api.run(sweep, out=folder, progress_bar=False)
+    with pytest.raises(ThresholdError, match="each seed samples its own examples"):
+        api.pc_weight_spread(folder)
+    with pytest.warns(DlsweepWarning, match="std of w_j over the seeds is left out"):
+        paths = api.plot_run(folder, kind="pc_curves")
+    assert paths and paths[0].is_file()
+
+
+def test_the_gradient_scales_figure_draws_the_deepest_networks(tmp_path, monkeypatch):
+    """A sweep of depths 1 and 3 (digits, glorot, width 4): the figure draws depth 3, where layer 2
+    is the one whose A_l and B_l are both products of layers, so one row of two panels (at depth 1
+    both are I: its figure would repeat layer 1 in two rows of zeros)."""
+    from dlsweep import api, plot
+
+    drawn = []
+    save = plot.save
+    monkeypatch.setattr(plot, "save", lambda figure, paths, keep_open=False: (
+        drawn.append([ax.get_title() for ax in figure.axes if ax.get_visible()]), save(figure, paths, keep_open))[1])
+    sweep = resolve("linear_net_scales_figure", "linear_net", DIGITS | {"gradient_scales": True},
+                    {"depth": [1, 3], "sigma0": [1.0], "lr": [0.1], "seed": [0, 1]}, steps=20, points=10)
+    api.run(sweep, out=tmp_path / "run", progress_bar=False)
+    api.plot_run(tmp_path / "run", kind="gradient_scales")
+    assert len(drawn) == 1 and len(drawn[0]) == 2 and all("layer 2" in title for title in drawn[0]), drawn
