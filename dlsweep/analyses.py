@@ -64,6 +64,17 @@ def pc_rates(folder: str | Path, at: dict[str, float] | None = None) -> pd.DataF
                  predicted=("predicted", "mean")))
 
 
+def _over_seeds(folder: Path, sweep, name: str) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """The recorded vector `name` (its columns name_0, name_1, ...) of the runs that did not
+    diverge, beside each run's cell (its values of the axes other than `seed`): (table of run_id,
+    step, the columns and the cell's axes; the columns; the cell's axes)."""
+    runs, traj = load(folder), load_trajectories(folder)
+    columns = store.vector_columns(traj, name)
+    cells = [a for a in sweep.axes if a != "seed"]
+    data = traj[["run_id", "step", *columns]].merge(runs.loc[~runs.diverged, ["run_id", *cells]], on="run_id")
+    return data, columns, cells
+
+
 @restores_x64
 def pc_spread(folder: str | Path) -> pd.DataFrame:
     """The spread over networks of the distance to the optimum along each principal direction
@@ -73,12 +84,9 @@ def pc_spread(folder: str | Path) -> pd.DataFrame:
     converged early stops counting after its last recorded step)."""
     folder = Path(folder)
     sweep = spec_module.load(spec_file(folder))
-    runs, traj = load(folder), load_trajectories(folder)
-    columns = store.vector_columns(traj, "pc_distance")
+    data, columns, cells = _over_seeds(folder, sweep, "pc_distance")
     if not columns:
         raise incremental.ThresholdError(f"{folder}: the per-PC spread needs pc_distance columns (model linear_net)")
-    cells = [a for a in sweep.axes if a != "seed"]
-    data = traj[["run_id", "step", *columns]].merge(runs.loc[~runs.diverged, ["run_id", *cells]], on="run_id")
     distances = data.melt(id_vars=[*cells, "step"], value_vars=columns, var_name="j", value_name="distance")
     distances["j"] = distances.j.str.rsplit("_", n=1).str[1].astype(int)
     return (distances.groupby([*cells, "step", "j"], as_index=False)
@@ -102,10 +110,7 @@ def pc_weight_spread(folder: str | Path) -> pd.DataFrame:
     if sweep.task["data"] != "digits" and sweep.task["examples"] > 0 and "seed" in sweep.axes:
         raise incremental.ThresholdError(f"{folder}: each seed samples its own examples, so its principal directions "
                                          f"u_j differ and the spread of w_j = u_j^T W over the seeds is undefined")
-    runs, traj = load(folder), load_trajectories(folder)
-    columns = store.vector_columns(traj, "pc_weights")
-    cells = [a for a in sweep.axes if a != "seed"]
-    data = traj[["run_id", "step", *columns]].merge(runs.loc[~runs.diverged, ["run_id", *cells]], on="run_id")
+    data, columns, cells = _over_seeds(folder, sweep, "pc_weights")
     grouped = data.groupby([*cells, "step"])
     variance = grouped[columns].var(ddof=1)
     summed = variance.to_numpy().reshape(len(variance), len(directions), -1).sum(axis=2)
@@ -167,8 +172,10 @@ def learning_order(folder: str | Path) -> pd.DataFrame:
     fastest = np.zeros(len(first), bool)
     fastest[np.argsort(-first, kind="stable")[: int(np.ceil(FASTEST * len(first)))]] = True
     rows = [(f"fastest {FASTEST:.0%}", fastest), ("all examples", np.ones(len(first), bool))]
-    def correlation(a, b):
-        return float(np.corrcoef(a, b)[0, 1]) if np.std(a) > 0 and np.std(b) > 0 else float("nan")
-
-    return pd.DataFrame([{"subset": name, "correlation": correlation(first[kept], second[kept]),
+    return pd.DataFrame([{"subset": name, "correlation": _correlation(first[kept], second[kept]),
                           "examples": int(kept.sum())} for name, kept in rows])
+
+
+def _correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson's correlation of a and b; NaN where either is constant."""
+    return float(np.corrcoef(a, b)[0, 1]) if np.std(a) > 0 and np.std(b) > 0 else float("nan")
