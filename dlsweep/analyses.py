@@ -1,7 +1,8 @@
 """The analyses of one family's runs beyond thresholds: the deep linear network's distance to the
 optimum along each principal direction of the data (`pc_spread`), the spread over networks of its
-coordinates along them (`pc_weight_spread`) and its per-direction rates against Hacohen &
-Weinshall's eq. 10 (`pc_rates`)."""
+coordinates along them (`pc_weight_spread`), its per-direction rates against Hacohen &
+Weinshall's eq. 10 (`pc_rates`), the order in which it learns the examples (`accessibility`,
+`learning_order`) and what early stopping gains on held-out examples (`early_stopping`)."""
 
 from __future__ import annotations
 
@@ -179,3 +180,24 @@ def learning_order(folder: str | Path) -> pd.DataFrame:
 def _correlation(a: np.ndarray, b: np.ndarray) -> float:
     """Pearson's correlation of a and b; NaN where either is constant."""
     return float(np.corrcoef(a, b)[0, 1]) if np.std(a) > 0 and np.std(b) > 0 else float("nan")
+
+
+def early_stopping(folder: str | Path) -> pd.DataFrame:
+    """What stopping at the best recorded step gains on held-out examples (Hacohen & Weinshall,
+    section 6.1 and Figure 9): per run that did not diverge, with its axis values, the `peak`
+    held-out accuracy over the recorded steps, the first step it is reached at (`peak_step`), the
+    accuracy at the last recorded step (`last`) and `gain` = peak - last."""
+    folder = Path(folder)
+    runs, traj = load(folder), load_trajectories(folder)
+    if "test_accuracy" not in traj:
+        raise incremental.ThresholdError(f"{folder}: early stopping needs a held-out accuracy: [task] test_examples "
+                                         f"> 0 (model linear_net, labelled data)")
+    kept = runs.loc[~runs.diverged]
+    curves = traj[traj.run_id.isin(kept.run_id)].sort_values(["run_id", "step"])
+    grouped = curves.groupby("run_id")
+    best = curves.loc[grouped.test_accuracy.idxmax(), ["run_id", "step", "test_accuracy"]]
+    table = best.rename(columns={"step": "peak_step", "test_accuracy": "peak"}).merge(
+        grouped.test_accuracy.last().rename("last").reset_index(), on="run_id")
+    table["gain"] = table["peak"] - table["last"]
+    axes = [axis for axis in spec_module.load(spec_file(folder)).axes if axis in kept]
+    return kept[["run_id", *axes]].merge(table, on="run_id")

@@ -285,6 +285,7 @@ OBSERVABLE_LABELS = {
     "loss": "training loss",
     "excess_loss": r"excess loss $\ell(W) - \ell(W_{\rm opt})$",
     "accuracy": "training accuracy",
+    "test_accuracy": "held-out accuracy",
 }
 
 
@@ -537,7 +538,8 @@ def value_panels(panels: list[tuple[str, pd.DataFrame, float, str]], width: floa
     return fig
 
 
-ABSOLUTE = ("accuracy",)
+ABSOLUTE = ("accuracy", "test_accuracy")
+PEAKED = ("test_accuracy",)     # marked at their mean's maximum: where early stopping would stop
 """Recorded quantities that `variant_curves` draws as they are, on a linear axis (a share in
 [0, 1]); the others relative to their value at step 0, on a log axis."""
 
@@ -559,6 +561,10 @@ def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], col
                 colour = OKABE_ITO[n % len(OKABE_ITO)]
                 if column in ABSOLUTE:
                     step, mean, spread = _over_repetitions(traj, column)
+                    if column in PEAKED:
+                        peak = int(np.argmax(mean))
+                        label = f"{label}: peak {mean[peak]:.2f} (early stop), last {mean[-1]:.2f}"
+                        ax.plot(step[peak], mean[peak], marker="v", ms=5, color=colour, mec="black", mew=0.5, zorder=5)
                     ax.plot(step, mean, color=colour, lw=1.3, label=label)
                     if spread is not None:
                         ax.fill_between(step, mean - spread, mean + spread, color=colour, alpha=0.25, lw=0)

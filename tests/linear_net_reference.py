@@ -469,3 +469,27 @@ def compare_linear_net(result: Result, right, label: str, wrong=()) -> dict[str,
           + "; wrong variants off by >= " + ", ".join(f"{v:.1e}" for n, v in worst.items() if n.startswith("wrong")))
     return worst
 
+
+
+def accuracy_paths(result: Result, run, stats, sets: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, float]:
+    """The reference GD of `run` from its drawn layers on the checked statistics, recording at
+    every recorded step the number of examples whose largest output x W is at their label for each
+    (inputs X already mapped as the model sees them, labels) of `sets`: ((R, len(sets)) counts, the
+    smallest relative margin between the two largest outputs met, which must stay far above the
+    rounding for counts to be compared exactly)."""
+    layers = drawn_layers(result, run, stats)
+    margins = []
+
+    def observe(params):
+        w = product([params[f"w{l}"] for l in range(len(layers))])
+        counts = []
+        for x, labels in sets:
+            outputs = x @ w
+            top = np.sort(outputs, axis=1)
+            margins.append(np.min(top[:, -1] - top[:, -2]) / np.max(np.abs(outputs)))
+            counts.append(np.sum(np.argmax(outputs, axis=1) == labels))
+        return np.array(counts, float)
+
+    out = gradient_descent({f"w{l}": layer for l, layer in enumerate(layers)}, loss_and_grad(stats), observe,
+                           run.lr, result.sweep.steps, result.record_steps)
+    return out.sigma, float(min(margins))

@@ -14,7 +14,8 @@ from dlsweep import api, reproduce
 
 MODEL_NAMES = ("gissin-fig1", "gissin-fig1a", "gissin-fig1b", "gissin-fig1c", "gissin-fig1d", "gissin-fig3",
                "gissin-fig4", "gissin-fig5", "gissin-fig6", "gissin-fig7", "gidel-fig1", "gidel-fig2",
-               "hacohen-fig2", "hacohen-fig3", "hacohen-fig4", "hacohen-fig7", "hacohen-fig10", "hacohen-fig12")
+               "hacohen-fig2", "hacohen-fig3", "hacohen-fig4", "hacohen-fig7", "hacohen-fig9", "hacohen-fig10",
+               "hacohen-fig12")
 SLOW = {"gissin-fig1", "gissin-fig3", "gissin-fig4"}      # 17-19 s each on 2 cores (their --quick runs)
 
 
@@ -28,6 +29,7 @@ PANELS = {"gissin-fig1": {"panels.png": 4}, "gissin-fig5": {"values-variants.png
           "gissin-fig6": {"trajectories-sigma00.001-seed0.png": 5}, "gissin-fig7": {"trajectories-seed0.png": 3},
           "gissin-fig4": {"values-variants.png": 8}, "hacohen-fig2": {"pc_curves.png": 2},
           "hacohen-fig3": {"gradient_scales.png": 4}, "hacohen-fig7": {"learning_order.png": 1},
+          "hacohen-fig9": {"test_accuracy-accuracy-variants.png": 2},
           "hacohen-fig10": {"accuracy-excess_loss-variants.png": 4},
           "hacohen-fig12": {"accuracy-excess_loss-variants.png": 2}}
 

@@ -43,9 +43,12 @@ B^T for the autoencoder; else the least-squares optimum W_opt = Sigma_x^+ Sigma_
 `pc_distance`, per principal direction u_j of the data (Sigma_x = U diag(lambda) U^T, descending),
 the distance ||u_j^T (W - W_opt)|| of W's coordinates along u_j (Hacohen's w_j) to the optimum's;
 `rank_distance`, ||W - W_k||_F for the reduced-rank solutions W_k, k = 1..top (Gidel's Cor. 2:
-the two-layer network passes near each in turn). On the digits also `accuracy`, the share of the
-n training examples (whitened where the task whitens) whose largest output x W is at their (possibly
-shuffled) label (Hacohen's Figure 10). Where the task asks for them: `pc_weights`, the coordinates
+the two-layer network passes near each in turn). On labelled data (the digits, Gaussian classes)
+also `accuracy`, the share of the n training examples (whitened where the task whitens) whose
+largest output x W is at their (possibly shuffled) label (Hacohen's Figure 10), and with held-out
+examples `test_accuracy`, the same share of those (mapped by the training examples' whitening;
+Hacohen's Figure 9a, on examples whose highest or lowest principal directions may be amplified:
+`amplified`). Where the task asks for them: `pc_weights`, the coordinates
 w_j = u_j^T W (p values each) along the listed principal directions, flattened direction-major
 (Hacohen's Figure 2, whose spread over networks is `analyses.pc_weight_spread`); and
 `gradient_scales` (Hacohen's eq. 7 and Figure 3), per layer l = 1..max_depth (NaN past the run's
@@ -79,7 +82,9 @@ from dlsweep.models.layers import layer_scales, select
 INITS = ("gaussian", "aligned", "glorot", "glorot_uniform")
 IID_INITS = ("gaussian", "glorot", "glorot_uniform")     # entries drawn i.i.d.: gradient scale expectations
 GRADIENT_SCALES = ("a_diagonal_distance", "a_off_diagonal", "b_diagonal_distance", "b_off_diagonal")
-DATA = ("spectrum", "autoencoder", "digits")
+DATA = ("spectrum", "autoencoder", "digits", "classes")
+LABELLED = ("digits", "classes")     # fixed examples with class labels (one-hot targets): accuracies observed
+AMPLIFY = ("none", "highest", "lowest")
 SUPPORT_RTOL = 1e-6      # eigenvalues of Sigma_x below this times the largest count as 0 (pseudo-inverse)
 
 
@@ -88,8 +93,9 @@ class LinearNet:
     """Static configuration: input size d, output size p, width h, observed values k, largest
     depth, init scheme, data kind, examples per seed (0: population statistics), label noise (std),
     float dtype, the principal directions whose coordinates are observed (0-based), whether the
-    gradient scale matrices are observed. Whitening and label shuffling are the task's flags
-    (`whiten`, `shuffle`), traced, so that sweeps differing in them alone share one compiled program."""
+    gradient scale matrices are observed, the held-out examples of labelled data (0: none).
+    Whitening and label shuffling are the task's flags (`whiten`, `shuffle`), traced, so that
+    sweeps differing in them alone share one compiled program."""
 
     d: int = struct.field(pytree_node=False)
     p: int = struct.field(pytree_node=False)
@@ -103,6 +109,7 @@ class LinearNet:
     dtype: str = struct.field(pytree_node=False, default="float32")
     pc_weights: tuple[int, ...] = struct.field(pytree_node=False, default=())
     gradient_scales: bool = struct.field(pytree_node=False, default=False)
+    test_examples: int = struct.field(pytree_node=False, default=0)
 
     # ------------------------------------------------------------------------- data per seed
 
@@ -110,7 +117,7 @@ class LinearNet:
         """The examples X (n x d), targets Y (n x p) and reference map (or None) of one seed."""
         k_latent, k_noise = jax.random.split(key)
         dtype = self.dtype
-        if self.data == "digits":
+        if self.data in LABELLED:
             return task["x"], task["y"], None
         if self.data == "autoencoder":        # Gidel's section 4: x = B z + eps, z ~ N(0, D), y = x, B fixed
             lam, basis = task["eigenvalues"], task["basis"]
@@ -141,9 +148,10 @@ class LinearNet:
         `sigma_xy`, `offset` (1/(2n) ||Y||^2, the loss at W = 0), `pcs` (U, descending eigenvalues
         of the unwhitened Sigma_x), `w_opt` (Sigma_x^+ Sigma_xy), `loss_opt` (l(W_opt)), `residual`
         (R = Sigma_xy - Sigma_x W_opt), `w_ref` (the reconstruction reference) and `xy_left`,
-        `xy_right` (singular vectors of Sigma_xy, for the aligned init); for the digits `labels`
-        (each example's class, after the shuffle) and `whitening` (the map Z with whitened X = X Z:
-        Sigma_x^(-1/2) on its support, or I)."""
+        `xy_right` (singular vectors of Sigma_xy, for the aligned init); for labelled data `labels`
+        (each example's class, after the shuffle), `whitening` (the map Z with whitened X = X Z:
+        Sigma_x^(-1/2) on its support, or I) and, with held-out examples, `test_labels` (never
+        shuffled)."""
         sigma_x, sigma_xy, offset, reference, loss_at, y = self._statistics(key, task)
         lam, pcs = jnp.linalg.eigh(sigma_x)
         lam, pcs = lam[::-1], pcs[:, ::-1]
@@ -162,10 +170,12 @@ class LinearNet:
                  "loss_opt": loss_opt, "residual": sigma_xy - sigma_x @ w_opt,
                  "w_ref": w_opt if reference is None else reference, "xy_left": left, "xy_right": right.T,
                  "reduced_rank": self._reduced_rank(pcs, inverse, sigma_xy)}
-        if self.data == "digits":
+        if self.data in LABELLED:
             zca = (pcs * jnp.sqrt(jnp.where(support, 1.0 / jnp.where(support, lam, 1.0), 0.0))) @ pcs.T
             drawn |= {"labels": jnp.argmax(y, axis=1).astype(jnp.int32),
                       "whitening": select(whiten, zca, jnp.eye(self.d, dtype=zca.dtype))}
+            if self.test_examples:
+                drawn["test_labels"] = jnp.argmax(task["y_test"], axis=1).astype(jnp.int32)
         return drawn
 
     def _reduced_rank(self, pcs, inverse, sigma_xy):
@@ -257,9 +267,11 @@ class LinearNet:
                     "reconstruction_error": jnp.linalg.norm(w - task["w_ref"], ord=2),
                     "pc_distance": jnp.sqrt(jnp.sum(along * along, axis=1)),
                     "rank_distance": jnp.sqrt(jnp.sum((w - task["reduced_rank"]) ** 2, axis=(1, 2)))}
-        if self.data == "digits":
-            predicted = jnp.argmax(task["x"] @ (task["whitening"] @ w), axis=1)
-            observed["accuracy"] = jnp.mean((predicted == task["labels"]).astype(w.dtype))
+        if self.data in LABELLED:
+            classifier = task["whitening"] @ w
+            observed["accuracy"] = _share_correct(task["x"] @ classifier, task["labels"])
+            if self.test_examples:
+                observed["test_accuracy"] = _share_correct(task["x_test"] @ classifier, task["test_labels"])
         if self.pc_weights:
             observed["pc_weights"] = (task["pcs"][:, np.asarray(self.pc_weights)].T @ w).reshape(-1)
         if self.gradient_scales:
@@ -298,6 +310,11 @@ class LinearNet:
 
         return dict(zip(GRADIENT_SCALES, (pick([v[0] for v in a]), pick([v[1] for v in a]),
                                           pick([v[0] for v in b]), pick([v[1] for v in b]))))
+
+
+def _share_correct(outputs, labels):
+    """The share of examples whose largest output is at their label."""
+    return jnp.mean((jnp.argmax(outputs, axis=1) == labels).astype(outputs.dtype))
 
 
 def _diagonal_and_off(matrix, expected):
@@ -340,16 +357,70 @@ GIDEL_SPECTRUM = (4.0, 2.0, 1.0, 0.5, 0.25)     # Gidel et al. 2019, section 4: 
 DIGITS_SHAPE = (64, 1797)     # pixels, images of scikit-learn's digits
 
 
-def digits(examples: int = 1797) -> tuple[np.ndarray, np.ndarray]:
+def digits(examples: int = 1797, test_examples: int = 0) -> dict[str, np.ndarray]:
     """The first `examples` of scikit-learn's 8x8 digits (1797 images, bundled with the package: no
-    download): pixels / 16, centred per pixel, and one-hot labels (10 classes)."""
+    download) as `x` (pixels / 16, centred per pixel) and `y` (one-hot labels, 10 classes), and the
+    next `test_examples` as `x_test`, `y_test` (centred by the training examples' mean)."""
     try:
         from sklearn.datasets import load_digits
     except ImportError as exc:
         raise ImportError("data = \"digits\" needs scikit-learn: pip install 'dlsweep[compare]'") from exc
     data = load_digits()
-    x = data.data[:examples] / 16.0
-    return x - x.mean(axis=0), np.eye(10)[data.target[:examples]]
+    x, labels = data.data[: examples + test_examples] / 16.0, data.target[: examples + test_examples]
+    return _labelled(x - x[:examples].mean(axis=0), labels, examples, 10)
+
+
+def classes(task: dict, seed: int) -> dict[str, np.ndarray]:
+    """Gaussian classes with a power-law spectrum, drawn once from `seed` (Hacohen's section 6.1
+    premise on a synthetic dataset: the labels live in the leading principal directions, the
+    trailing ones are noise): each example x = mu_c + z of a class c uniform on the `classes`,
+    z ~ N(0, diag(lambda)) with lambda the task's eigenvalues (descending), and the class means mu_c
+    ~ separation N(0, diag(lambda)) on the first `signal` coordinates, 0 on the others. `examples`
+    training and `test_examples` held-out examples, both centred by the training mean (as
+    `digits`)."""
+    rng = np.random.default_rng(seed)
+    lam, count = np.asarray(task["eigenvalues"]), task["classes"]
+    scale = np.sqrt(lam)
+    means = task["separation"] * rng.standard_normal((count, len(lam))) * scale * (np.arange(len(lam)) < task["signal"])
+
+    def sample(n):      # the training examples first: the same whatever the number held out
+        labels = rng.integers(0, count, n)
+        return means[labels] + rng.standard_normal((n, len(lam))) * scale, labels
+
+    (x, labels), (x_test, test_labels) = sample(task["examples"]), sample(task["test_examples"])
+    return _labelled(np.concatenate([x, x_test]) - x.mean(axis=0), np.concatenate([labels, test_labels]),
+                     task["examples"], count)
+
+
+def _labelled(x: np.ndarray, labels: np.ndarray, examples: int, count: int) -> dict[str, np.ndarray]:
+    """The first `examples` rows as training `x`, one-hot `y`; the rest as `x_test`, `y_test`."""
+    onehot = np.eye(count)[labels]
+    return {"x": x[:examples], "y": onehot[:examples], "x_test": x[examples:], "y_test": onehot[examples:]}
+
+
+def amplified(data: dict[str, np.ndarray], task: dict) -> dict[str, np.ndarray]:
+    """Hacohen's section 6.1 and Appendix D.1: the training examples' `amplify_pcs` highest or
+    lowest principal directions (of Sigma_x = X^T X / n) amplified by `amplify_factor`, X <- c X
+    (I + (f - 1) U_k U_k^T), and the held-out examples alike, with c renormalizing the training
+    examples' total variance ||X||_F^2 to its value before (the paper renormalizes to std 1). The
+    directions are among those of nonzero variance (eigenvalues above the support cut: the digits'
+    constant pixels have none); the data unchanged for amplify = "none"."""
+    if task.get("amplify", "none") == "none":
+        return data
+    x, k = data["x"], task["amplify_pcs"]
+    lam, pcs = np.linalg.eigh(x.T @ x / len(x))        # ascending eigenvalues
+    pcs = pcs[:, lam > SUPPORT_RTOL * lam[-1]]
+    chosen = pcs[:, -k:] if task["amplify"] == "highest" else pcs[:, :k]
+    amplify = np.eye(x.shape[1]) + (task["amplify_factor"] - 1.0) * chosen @ chosen.T
+    scale = np.linalg.norm(x) / np.linalg.norm(x @ amplify)
+    return data | {"x": scale * x @ amplify, "x_test": scale * data["x_test"] @ amplify}
+
+
+def labelled_data(task: dict, seed: int) -> dict[str, np.ndarray]:
+    """The fixed examples of labelled data (`digits` or `classes`), amplified where the task says."""
+    if task["data"] == "digits":
+        return amplified(digits(task["examples"], task.get("test_examples", 0)), task)
+    return amplified(classes(task, seed), task)
 
 
 def _spectrum(task: dict, error: schema.Error, default: tuple | None) -> tuple[float, ...]:
@@ -370,19 +441,23 @@ def _spectrum(task: dict, error: schema.Error, default: tuple | None) -> tuple[f
 
 
 def validate_task(task: dict, error: schema.Error) -> dict:
-    """[task] of the deep linear regression network: `data` (spectrum, autoencoder or digits) and
-    its keys, `width`, `init`, `whiten`, `shuffle`, `top`. Targets (sigma_star: the `top` largest
-    singular values of the optimum W_opt = Sigma_x^+ Sigma_xy) where they are the same for every
-    seed: population spectrum data, the unwhitened autoencoder (its r = len(eigenvalues) largest
-    are 1; top <= r), and unshuffled digits."""
+    """[task] of the deep linear regression network: `data` (spectrum, autoencoder, digits or
+    classes) and its keys, `width`, `init`, `whiten`, `shuffle`, `top`, the observables asked for
+    and, for labelled data, the amplification. Targets (sigma_star: the `top` largest singular
+    values of the optimum W_opt = Sigma_x^+ Sigma_xy) where they are the same for every seed:
+    population spectrum data, the unwhitened autoencoder (its r = len(eigenvalues) largest are 1;
+    top <= r), and unshuffled digits."""
     data = schema.choice(task, "data", DATA, error)
+    labelled = ("test_examples", "amplify", "amplify_pcs", "amplify_factor")
     known = {"spectrum": ("eigenvalues", "power_law", "d", "w_true", "examples", "noise"),
-             "autoencoder": ("eigenvalues", "d", "examples", "noise"), "digits": ("d", "examples")}[data]
+             "autoencoder": ("eigenvalues", "d", "examples", "noise"), "digits": ("d", "examples", *labelled),
+             "classes": ("eigenvalues", "power_law", "d", "classes", "signal", "separation", "examples",
+                         *labelled)}[data]
     schema.reject_unknown(task, ("data", *known, "width", "init", "whiten", "shuffle", "top", "pc_weights",
                                  "gradient_scales"), error)
     noise = schema.noise(task, 1e-3 if data == "autoencoder" else 0.0, error)
     out = {"data": data, "whiten": schema.flag(task, "whiten", error), "shuffle": schema.flag(task, "shuffle", error)}
-    if data != "digits":
+    if data not in LABELLED:
         out["noise"] = noise
     if data == "spectrum":
         lam = _spectrum(task, error, None)
@@ -396,13 +471,21 @@ def validate_task(task: dict, error: schema.Error) -> dict:
         lam = _spectrum(task, error, GIDEL_SPECTRUM)
         d = schema.integer(task, "d", 20, len(lam), error, bound="len(eigenvalues)")
         out |= {"eigenvalues": lam, "d": d, "p": d, "examples": schema.integer(task, "examples", 1000, 2, error)}
-    else:
+    elif data == "digits":
         schema.fixed(task, "d", DIGITS_SHAPE[0], error, "the digits' pixels")
         examples = schema.integer(task, "examples", DIGITS_SHAPE[1], 2, error, note=" (the first n images)")
         if examples > DIGITS_SHAPE[1]:
             raise error("examples", f"expected at most the {DIGITS_SHAPE[1]} digits, got {examples}")
-        out |= {"d": DIGITS_SHAPE[0], "p": 10, "examples": examples}
-    if out["shuffle"] and out["data"] != "digits" and out["examples"] == 0:
+        held_out = schema.integer(task, "test_examples", 0, 0, error, note=" (the images after the first n)")
+        if examples + held_out > DIGITS_SHAPE[1]:
+            raise error("test_examples", f"expected at most the {DIGITS_SHAPE[1] - examples} digits after the first "
+                                         f"examples = {examples}, got {held_out}")
+        out |= {"d": DIGITS_SHAPE[0], "p": 10, "examples": examples} | ({"test_examples": held_out} if held_out else {})
+    else:
+        out |= _classes(task, error)
+    if data in LABELLED:
+        out |= _amplification(task, out, error)
+    if out["shuffle"] and out["data"] not in LABELLED and out["examples"] == 0:
         raise error("shuffle", "shuffled labels need examples >= 1 (the population statistics have no examples to shuffle)")
     out["width"] = schema.integer(task, "width", max(out["d"], out["p"]), 1, error)
     out["init"] = schema.choice(task, "init", INITS, error)
@@ -420,6 +503,59 @@ def validate_task(task: dict, error: schema.Error) -> dict:
     if targets is not None and out["top"] <= min(rank, len(targets)) and min(targets[: out["top"]]) > 0:
         out["sigma_star"] = tuple(targets[: out["top"]])
     return out
+
+
+CLASSES = {"d": 64, "power_law": 2.0, "classes": 10, "signal": 16, "separation": 1.0, "examples": 80,
+           "test_examples": 2000}       # data = "classes" by default: Hacohen's Figure 9a on synthetic data
+
+
+def _classes(task: dict, error: schema.Error) -> dict:
+    """The keys of `classes` data (`classes` in the module's functions), defaults `CLASSES`."""
+    if "eigenvalues" in task:
+        lam = schema.positive_numbers(task, "eigenvalues", error)
+        schema.fixed(task, "d", len(lam), error, "len(eigenvalues)")
+        if list(lam) != sorted(lam, reverse=True):
+            raise error("eigenvalues", f"expected descending eigenvalues (the signal lives in the leading ones), "
+                                       f"got {list(lam)}")
+    else:
+        lam = _spectrum({"power_law": CLASSES["power_law"], "d": CLASSES["d"]} | task, error, None)
+    d = len(lam)
+    count = schema.integer(task, "classes", CLASSES["classes"], 2, error)
+    signal = schema.integer(task, "signal", min(CLASSES["signal"], d), 1, error,
+                            note=" (the leading coordinates that carry the class means)")
+    if signal > d:
+        raise error("signal", f"expected at most d = {d} coordinates, got {signal}")
+    return {"eigenvalues": lam, "d": d, "p": count, "classes": count, "signal": signal,
+            "separation": schema.number(task, "separation", CLASSES["separation"], 0.0, error),
+            "examples": schema.integer(task, "examples", CLASSES["examples"], 2, error),
+            "test_examples": schema.integer(task, "test_examples", CLASSES["test_examples"], 0, error)}
+
+
+AMPLIFIED_SHARE = 0.015     # Hacohen's section 6.1: the highest or lowest 1.5% of the principal components
+AMPLIFY_FACTOR = 10.0       # ... amplified by a factor 10 (Appendix D.1)
+
+
+def _amplification(task: dict, data: dict, error: schema.Error) -> dict:
+    """`amplify` (none, highest or lowest), `amplify_pcs` (default 1.5% of d, at least 1, at most
+    the training examples' directions of nonzero variance) and `amplify_factor` (default 10); the
+    last two only with an amplification."""
+    kind = schema.choice(task, "amplify", AMPLIFY, error)
+    if kind == "none":
+        for key in ("amplify_pcs", "amplify_factor"):
+            if key in task:
+                raise error(key, 'applies only with amplify = "highest" or "lowest"')
+        return {}
+    count = schema.integer(task, "amplify_pcs", max(1, round(AMPLIFIED_SHARE * data["d"])), 1, error)
+    if data["data"] == "digits":
+        x = digits(data["examples"])["x"]
+        lam = np.linalg.eigvalsh(x.T @ x / len(x))
+        directions, where = int(np.sum(lam > SUPPORT_RTOL * lam[-1])), "of the digits' nonzero variance"
+    else:       # centred Gaussian examples span min(d, n - 1) directions
+        directions, where = min(data["d"], data["examples"] - 1), "that the training examples span"
+    if count >= directions:
+        raise error("amplify_pcs", f"expected fewer than the {directions} principal directions {where}, got {count}")
+    return {"amplify": kind, "amplify_pcs": count,
+            "amplify_factor": schema.number(task, "amplify_factor", AMPLIFY_FACTOR, 0.0, error)}
 
 
 ALL_DIRECTIONS = "all"
@@ -453,18 +589,19 @@ def check_axes(task: dict, axes: dict, error: schema.Error) -> None:
 
 
 def _targets(task: dict) -> tuple[float, ...] | None:
-    """The singular values of W_opt, descending, where no seed changes them; else None."""
+    """The singular values of W_opt, descending, where no seed changes them; else None (`classes`
+    data is drawn from the sweep's seed, not known here)."""
     if task["data"] == "autoencoder":    # W_opt: I, or the projector on B's span where the noise's
         # variances fall below the support cut; either way its r = len(eigenvalues) largest are 1
         return (1.0,) * len(task["eigenvalues"]) if not task["whiten"] else None
-    if task["shuffle"] or (task["data"] == "spectrum" and task["examples"] > 0):
+    if task["shuffle"] or (task["data"] == "spectrum" and task["examples"] > 0) or task["data"] == "classes":
         return None
     if task["data"] == "spectrum":
         w_true = _true_map(task)
         w_opt = np.sqrt(task["eigenvalues"])[:, None] * w_true if task["whiten"] else w_true
     else:
-        x, y = digits(task["examples"])
-        w_opt = _least_squares(x, y, task["whiten"])
+        data = labelled_data(task, 0)
+        w_opt = _least_squares(data["x"], data["y"], task["whiten"])
     return tuple(float(v) for v in np.linalg.svd(w_opt, compute_uv=False))
 
 
@@ -487,15 +624,18 @@ def _least_squares(x: np.ndarray, y: np.ndarray, whiten: bool) -> np.ndarray:
 def make_task(sweep) -> dict:
     """The fixed data: the spectrum (`eigenvalues`) and W* (`w_true`, d x p diagonal), the
     autoencoder's latent variances and its basis B (d x r, entries U[0, 1] drawn from the sweep's
-    seed), or the digits (`x`, `y`); plus the targets sigma*, if any, and the flags `whiten` and
-    `shuffle` (boolean scalars). Samples, shuffles and whitening are per seed, in the program
-    (`LinearNet.draw`)."""
+    seed), or labelled examples (`x`, `y`, and held-out `x_test`, `y_test` where asked: the digits,
+    or classes drawn from the sweep's seed; amplified where asked); plus the targets sigma*, if any,
+    and the flags `whiten` and `shuffle` (boolean scalars). Samples, shuffles and whitening are per
+    seed, in the program (`LinearNet.draw`)."""
     task = sweep.task
     flags = schema.switches(sweep, "whiten", "shuffle")
     values = {"sigma_star": task["sigma_star"]} if "sigma_star" in task else {}
-    if task["data"] == "digits":
-        x, y = digits(task["examples"])
-        return schema.arrays(sweep, values | {"x": x, "y": y}) | flags
+    if task["data"] in LABELLED:
+        data = labelled_data(task, sweep.seed)
+        if not task.get("test_examples", 0):
+            data = {name: data[name] for name in ("x", "y")}
+        return schema.arrays(sweep, values | data) | flags
     values["eigenvalues"] = task["eigenvalues"]
     if task["data"] == "autoencoder":     # Gidel's fixed B, entries U[0, 1], from the sweep's seed
         values["basis"] = np.random.default_rng(sweep.seed).uniform(size=(task["d"], len(task["eigenvalues"])))
@@ -510,14 +650,25 @@ FAMILY = Family(
             "singular values, per-PC distance to the optimum",
     axes=("depth", "sigma0", "lr"),
     task_keys={"data": "spectrum (default: x ~ N(0, diag(eigenvalues)), y = x W* + noise), autoencoder (Gidel's "
-                       "x = B z + noise, y = x) or digits (scikit-learn's 8x8 digits, one-hot labels)",
+                       "x = B z + noise, y = x), digits (scikit-learn's 8x8 digits, one-hot labels) or classes "
+                       "(Gaussian classes x = mu_c + N(0, diag(eigenvalues)), one-hot labels, drawn from the seed)",
                "eigenvalues": "spectrum: eigenvalues of Sigma_x (d numbers > 0); autoencoder: the latent "
-                              "variances D (default 4, 2, 1, 1/2, 1/4)",
-               "power_law": "spectrum: lambda_i = i^(-a), i = 1..d, instead of eigenvalues",
-               "d": "input size (spectrum: len(eigenvalues); autoencoder: default 20)",
+                              "variances D (default 4, 2, 1, 1/2, 1/4); classes: the noise's (descending)",
+               "power_law": "spectrum, classes: lambda_i = i^(-a), i = 1..d, instead of eigenvalues (classes: "
+                            "default 2)",
+               "d": "input size (spectrum: len(eigenvalues); autoencoder: default 20; classes: 64)",
+               "classes": "classes: how many (default 10)",
+               "signal": "classes: the leading coordinates that carry the class means (default 16)",
+               "separation": "classes: the class means' scale relative to the noise's (default 1)",
+               "test_examples": "digits, classes: held-out examples whose accuracy is observed (digits: the "
+                                "images after the first n, default 0; classes: default 2000)",
+               "amplify": "digits, classes: amplify the training examples' highest or lowest principal "
+                          "directions (Hacohen's section 6.1; default none)",
+               "amplify_pcs": "how many directions are amplified (default 1.5% of d, at least 1)",
+               "amplify_factor": "by how much (default 10; the total variance is kept)",
                "w_true": "spectrum: the diagonal of the true d x p map W* (p = its length; default: d ones)",
                "examples": "examples per seed (spectrum: default 0, the population statistics; autoencoder: 1000; "
-                           "digits: the first n images, default all 1797)",
+                           "digits: the first n images, default all 1797; classes: 80)",
                "noise": "spectrum: label noise std (default 0); autoencoder: input noise std (default 1e-3)",
                "width": "hidden width h (default max(d, p))",
                "init": "gaussian (default), aligned (Gidel: W(0) = sigma0 U V^T), glorot (Hacohen's Def. 3) or "
@@ -535,7 +686,7 @@ FAMILY = Family(
         max_depth=int(max(sweep.axes["depth"])), init_kind=sweep.task["init"], data=sweep.task["data"],
         examples=sweep.task["examples"], noise=sweep.task.get("noise", 0.0), dtype=sweep.dtype,
         pc_weights=tuple(j - 1 for j in recorded_directions(sweep.task)),
-        gradient_scales=sweep.task.get("gradient_scales", False)),
+        gradient_scales=sweep.task.get("gradient_scales", False), test_examples=sweep.task.get("test_examples", 0)),
     make_task=make_task,
     observed=r"singular values $\sigma_i(W)$",
     optional_axes=("shape",),
