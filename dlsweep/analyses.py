@@ -102,13 +102,14 @@ def pc_weight_spread(folder: str | Path) -> pd.DataFrame:
     sqrt(sum_k var(w_jk)), the sample variances (ddof 1) over the seeds' runs that did not diverge
     summed over w_j's entries (the root mean squared distance of w_j to its mean over the networks,
     Bessel-corrected; NaN for one seed), and `seeds`. Defined where every seed has the same inputs
-    (the digits, or population statistics), so that the directions u_j are the same for all."""
+    (labelled data, drawn once per sweep, or population statistics), so that the directions u_j are
+    the same for all."""
     folder = Path(folder)
     sweep = spec_module.load(spec_file(folder))
     directions = linear_net.recorded_directions(sweep.task)
     if not directions:
         raise incremental.ThresholdError(f"{folder}: the spread of w_j needs [task] pc_weights (model linear_net)")
-    if sweep.task["data"] != "digits" and sweep.task["examples"] > 0 and "seed" in sweep.axes:
+    if sweep.task["data"] not in linear_net.LABELLED and sweep.task["examples"] > 0 and "seed" in sweep.axes:
         raise incremental.ThresholdError(f"{folder}: each seed samples its own examples, so its principal directions "
                                          f"u_j differ and the spread of w_j = u_j^T W over the seeds is undefined")
     data, columns, cells = _over_seeds(folder, sweep, "pc_weights")
@@ -134,8 +135,9 @@ def accessibility(folder: str | Path, ensembles: int = 2) -> pd.DataFrame:
     recorded steps are the paper's epochs. Columns: example, ensemble, accessibility."""
     folder = Path(folder)
     sweep = spec_module.load(spec_file(folder))
-    if sweep.task.get("data") != "digits" or sweep.task.get("pc_weights") != linear_net.ALL_DIRECTIONS:
-        raise incremental.ThresholdError(f'{folder}: accessibility needs data = "digits" and [task] pc_weights = '
+    if sweep.task.get("data") not in linear_net.LABELLED or sweep.task.get("pc_weights") != linear_net.ALL_DIRECTIONS:
+        raise incremental.ThresholdError(f'{folder}: accessibility needs labelled data (data = "digits" or "classes") '
+                                         f'and [task] pc_weights = '
                                          f'"{linear_net.ALL_DIRECTIONS}" (model linear_net)')
     runs = first_slice(load(folder), [a for a in sweep.axes if a != "seed"])
     runs = runs[~runs.diverged]

@@ -539,9 +539,9 @@ def value_panels(panels: list[tuple[str, pd.DataFrame, float, str]], width: floa
 
 
 ABSOLUTE = ("accuracy", "test_accuracy")
-PEAKED = ("test_accuracy",)     # marked at their mean's maximum: where early stopping would stop
 """Recorded quantities that `variant_curves` draws as they are, on a linear axis (a share in
 [0, 1]); the others relative to their value at step 0, on a log axis."""
+PEAKED = ("test_accuracy",)     # marked at their mean's maximum: where early stopping would stop
 
 
 @styled
@@ -562,9 +562,11 @@ def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], col
                 if column in ABSOLUTE:
                     step, mean, spread = _over_repetitions(traj, column)
                     if column in PEAKED:
+                        label = f"{label}: {_peak_text(step, mean)}"
                         peak = int(np.argmax(mean))
-                        label = f"{label}: peak {mean[peak]:.2f} (early stop), last {mean[-1]:.2f}"
-                        ax.plot(step[peak], mean[peak], marker="v", ms=5, color=colour, mec="black", mew=0.5, zorder=5)
+                        if peak < len(mean) - 1:
+                            ax.plot(step[peak], mean[peak], marker="v", ms=5, color=colour, mec="black", mew=0.5,
+                                    zorder=5)
                     ax.plot(step, mean, color=colour, lw=1.3, label=label)
                     if spread is not None:
                         ax.fill_between(step, mean - spread, mean + spread, color=colour, alpha=0.25, lw=0)
@@ -593,6 +595,14 @@ def variant_curves(panels: list[tuple[str, list[tuple[str, pd.DataFrame]]]], col
     if title:
         heading(fig, title, 9)
     return fig
+
+
+def _peak_text(step: np.ndarray, mean: np.ndarray) -> str:
+    """Where a mean curve peaks before its end (early stopping would stop there), or that it does not."""
+    peak = int(np.argmax(mean))
+    if peak == len(mean) - 1:
+        return f"still rising at the last step, {mean[-1]:.2f}"
+    return f"peak {mean[peak]:.2f} at step {step[peak]:,.0f} (early stop), last {mean[-1]:.2f}"
 
 
 SYMBOLS = {"sigma0": r"$\sigma_0$", "depth": "$N$", "lr": r"$\eta$", "sparsity": r"$\|w^*\|_0$", "shape": "$s$",

@@ -41,6 +41,10 @@ def validated(task: dict) -> dict:
     return resolve("held_out", "linear_net", task, AXES).task
 
 
+def unexpected(key: str, message: str) -> AssertionError:
+    return AssertionError(f"{key}: {message}")
+
+
 def test_classes_follow_their_definition():
     """40,000 training and 20,000 held-out examples of 3 classes in d = 6, signal 2, separation 2
     (module docstring): one-hot labels with shares 1/3; the training examples centred (mean 0 to
@@ -48,7 +52,7 @@ def test_classes_follow_their_definition():
     the first 2 coordinates (by more than 20 SE) and agree beyond them; the within-class covariance
     is diag(lambda)."""
     task = validated(CLASSES | {"examples": 40_000, "test_examples": 20_000})
-    data = linear_net.labelled_data(task, seed=3)
+    data = linear_net.labelled_data(task, 3, unexpected)
     x, labels = data["x"], np.argmax(data["y"], axis=1)
     x_test, test_labels = data["x_test"], np.argmax(data["y_test"], axis=1)
     lam = np.array(EIGENVALUES)
@@ -97,8 +101,9 @@ def test_amplification_follows_the_paper(data, kind, k, factor):
     f^2 for the chosen directions (the digits' constant pixels stay at 0 variance, never chosen)."""
     base = CLASSES | {"examples": 200, "test_examples": 50} if data == "classes" else {
         "data": "digits", "examples": 300, "test_examples": 100, "width": 4}
-    raw = linear_net.labelled_data(validated(base), seed=0)
-    got = linear_net.labelled_data(validated(base | {"amplify": kind, "amplify_pcs": k, "amplify_factor": factor}), 0)
+    raw = linear_net.labelled_data(validated(base), 0, unexpected)
+    got = linear_net.labelled_data(validated(base | {"amplify": kind, "amplify_pcs": k, "amplify_factor": factor}), 0,
+                                   unexpected)
     expected, c, chosen = amplified_by_numpy(raw, kind, k, factor)
     for name in ("x", "x_test"):
         lnr.assert_close(got[name], expected[name], 1e-12, f"amplified {name}")
@@ -113,30 +118,42 @@ def test_amplification_follows_the_paper(data, kind, k, factor):
     np.testing.assert_allclose(after, np.sort(c**2 * scaled), rtol=0, atol=1e-9 * after.max())
 
 
-def test_held_out_accuracy_follows_the_reference(tmp_path_factory):
-    """Classes in d = 6 (3 classes, 30 training and 200 held-out examples, the lowest direction
-    amplified 10 times), glorot init at width 4, depths 1 and 2, seeds 0 and 1, lr 0.3, 300
-    float64 steps: the drawn Sigma_x, Sigma_xy are those of the checked data (1e-12), and
-    `accuracy` and `test_accuracy` equal the reference's counts at every recorded step; the
-    held-out accuracy rises above chance (1/3) by the end (measured in this test)."""
-    task = CLASSES | {"examples": 30, "test_examples": 200, "amplify": "lowest"}
-    axes = {"depth": [1, 2], "sigma0": [1.0], "lr": [0.3], "seed": [0, 1]}
-    result = run_sweep(tmp_path_factory, resolve("linear_net_held_out", "linear_net", task, axes))
+@pytest.mark.parametrize("extra,lr", [({"amplify": "lowest"}, 0.3), ({"whiten": True, "shuffle": True}, 0.2)])
+def test_held_out_accuracy_follows_the_reference(tmp_path_factory, extra, lr):
+    """Classes in d = 6 (3 classes, 30 training and 200 held-out examples), glorot init at width 4,
+    depths 1 and 2, seeds 0 and 1, 300 float64 steps; the lowest direction amplified 10 times (lr
+    0.3), or the examples ZCA-whitened and the training labels shuffled per seed (lr 0.2: the
+    whitened eigenvalues are 1). The drawn Sigma_x, Sigma_xy are those of the checked data, Z X and
+    the drawn labels (1e-12; shuffled: a permutation of the true labels, never of the held-out
+    ones), and `accuracy` and `test_accuracy` equal the reference's counts at every recorded step,
+    with the held-out examples mapped by the training examples' Z; unshuffled, the held-out accuracy
+    rises above chance (1/3) by the end (measured in this test)."""
+    task = CLASSES | {"examples": 30, "test_examples": 200} | extra
+    axes = {"depth": [1, 2], "sigma0": [1.0], "lr": [lr], "seed": [0, 1]}
+    result = run_sweep(tmp_path_factory, resolve(f"linear_net_held_out_{len(extra)}", "linear_net", task, axes))
     assert not result.runs.diverged.any()
-    data = linear_net.labelled_data(result.sweep.task, result.sweep.seed)
-    labels, test_labels = np.argmax(data["y"], axis=1), np.argmax(data["y_test"], axis=1)
+    data = linear_net.labelled_data(result.sweep.task, result.sweep.seed, unexpected)
+    x, true_labels, test_labels = data["x"], np.argmax(data["y"], axis=1), np.argmax(data["y_test"], axis=1)
+    lam, vectors = np.linalg.eigh(x.T @ x / 30)
+    z = vectors @ np.diag(1.0 / np.sqrt(lam)) @ vectors.T if extra.get("whiten") else np.eye(6)   # full rank: n > d
     got = dense(result.runs, result.traj, result.record_steps, ["accuracy", "test_accuracy"])
     for row, run in enumerate(result.runs.itertuples()):
         drawn = {name: np.asarray(value, np.float64) for name, value in result.data(run.seed).items()}
-        lnr.assert_close(drawn["sigma_x"], data["x"].T @ data["x"] / 30, 1e-12, "Sigma_x of the data")
-        lnr.assert_close(drawn["sigma_xy"], data["x"].T @ data["y"] / 30, 1e-12, "Sigma_xy of the data")
+        labels = np.asarray(result.data(run.seed)["labels"])
+        if extra.get("shuffle"):
+            assert sorted(labels) == sorted(true_labels) and np.any(labels != true_labels)
+        else:
+            np.testing.assert_array_equal(labels, true_labels)
+        lnr.assert_close(drawn["sigma_x"], z @ x.T @ x @ z / 30, 1e-12, "Sigma_x of the data")
+        lnr.assert_close(drawn["sigma_xy"], z @ x.T @ np.eye(3)[labels] / 30, 1e-12, "Sigma_xy of the data")
         np.testing.assert_array_equal(drawn["test_labels"], test_labels)
         stats = {name: drawn[name] for name in ("sigma_x", "sigma_xy", "pcs", "w_opt", "w_ref")} | {
             "offset": float(drawn["offset"])}
-        counts, margin = lnr.accuracy_paths(result, run, stats, [(data["x"], labels), (data["x_test"], test_labels)])
+        counts, margin = lnr.accuracy_paths(result, run, stats, [(x @ z, labels), (data["x_test"] @ z, test_labels)])
         assert margin > 1e-9, run
         np.testing.assert_array_equal(np.rint(got[row] * [30, 200]), counts, err_msg=str(run))
-        assert got[row][-1, 1] > 0.5, run
+        if not extra.get("shuffle"):
+            assert got[row][-1, 1] > 0.5, run
 
 
 @pytest.mark.parametrize("task,key,message", [
@@ -146,6 +163,8 @@ def test_held_out_accuracy_follows_the_reference(tmp_path_factory):
     (CLASSES | {"amplify": "lowest", "examples": 4, "amplify_pcs": 3}, "amplify_pcs", "fewer than the 3"),
     (CLASSES | {"amplify": "middle"}, "amplify", "expected one of"),
     (CLASSES | {"eigenvalues": [0.5, 1.0]}, "eigenvalues", "descending"),
+    (CLASSES | {"power_law": 2.0}, "power_law", "either eigenvalues or power_law"),
+    (CLASSES | {"amplify": "lowest", "whiten": True}, "amplify", "whitening undoes"),
     (CLASSES | {"signal": 7}, "signal", "at most d = 6"),
     ({"data": "digits", "examples": 1700, "test_examples": 200}, "test_examples", "at most the 97 digits"),
     ({"data": "digits", "amplify": "highest", "amplify_pcs": 62}, "amplify_pcs", "digits' nonzero variance"),
@@ -158,16 +177,33 @@ def test_held_out_options_name_the_key(task, key, message):
     assert key in str(info.value)
 
 
+def test_amplifying_more_directions_than_the_support_names_the_key():
+    """A steep spectrum (lambda_i = i^-4, d = 64, 80 examples) leaves only some directions above the
+    support cut (1e-6 of the largest eigenvalue), which the drawn data alone tell: amplifying 40 of
+    them is refused when the task's arrays are made, naming the key and the count, before anything
+    is compiled."""
+    from dlsweep import api
+    from dlsweep.errors import SpecError
+
+    sweep = resolve("steep", "linear_net", {"data": "classes", "power_law": 4.0, "amplify": "lowest",
+                                            "amplify_pcs": 40, "width": 4}, AXES)
+    with pytest.raises(SpecError, match=r"key 'task.amplify_pcs': expected fewer than the \d+ principal directions"):
+        api.compile_inputs(sweep)
+
+
 def test_early_stopping_needs_held_out_examples(tmp_path):
     """api.early_stopping on runs without `test_accuracy` (classes with test_examples = 0) raises a
     ThresholdError that names the folder and the key to set; with held-out examples it gives one
-    row per run, peak >= last, and peak the largest recorded test accuracy."""
+    row per run: peak the largest recorded held-out accuracy, peak_step the first recorded step at
+    it, last the accuracy at the run's last recorded step, gain = peak - last. The same runs'
+    spread of w_j over the seeds is defined (every seed has the sweep's one draw of the classes)."""
     from dlsweep import api
     from dlsweep.errors import ThresholdError
 
     for held_out in (0, 50):
         folder = tmp_path / f"held-out-{held_out}"
-        sweep = resolve(f"held_out_{held_out}", "linear_net", CLASSES | {"examples": 20, "test_examples": held_out},
+        sweep = resolve(f"held_out_{held_out}", "linear_net",
+                        CLASSES | {"examples": 20, "test_examples": held_out, "pc_weights": [1]},
                         AXES | {"seed": [0, 1]}, steps=30, points=10)
         api.run(sweep, out=folder, progress_bar=False)
         if not held_out:
@@ -175,7 +211,14 @@ def test_early_stopping_needs_held_out_examples(tmp_path):
                 api.early_stopping(folder)
             assert str(folder) in str(info.value)
             continue
-        table = api.early_stopping(folder).set_index("run_id")
-        peaks = api.load_trajectories(folder).groupby("run_id").test_accuracy.max()
-        assert len(table) == 2 and np.all(table.gain >= 0)
-        np.testing.assert_array_equal(table.peak.sort_index(), peaks.sort_index())
+        table = api.early_stopping(folder).set_index("run_id").sort_index()
+        traj = api.load_trajectories(folder)
+        assert len(table) == 2
+        for run_id, row in table.iterrows():
+            path = traj[traj.run_id == run_id].sort_values("step")
+            accuracy = path.test_accuracy.to_numpy()
+            assert row.peak == accuracy.max() and row["last"] == accuracy[-1]
+            assert row.peak_step == path.step.to_numpy()[np.argmax(accuracy)]
+            assert row.gain == pytest.approx(row.peak - row["last"], abs=0)
+        spread = api.pc_weight_spread(folder)
+        assert spread.seeds.eq(2).all() and spread["std"].notna().all()

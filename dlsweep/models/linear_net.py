@@ -75,6 +75,7 @@ import numpy as np
 from flax import struct
 
 from dlsweep import schema
+from dlsweep.errors import SpecError
 from dlsweep.models import chain
 from dlsweep.models.family import Family
 from dlsweep.models.layers import layer_scales, select
@@ -398,29 +399,34 @@ def _labelled(x: np.ndarray, labels: np.ndarray, examples: int, count: int) -> d
     return {"x": x[:examples], "y": onehot[:examples], "x_test": x[examples:], "y_test": onehot[examples:]}
 
 
-def amplified(data: dict[str, np.ndarray], task: dict) -> dict[str, np.ndarray]:
+def amplified(data: dict[str, np.ndarray], task: dict, error: schema.Error) -> dict[str, np.ndarray]:
     """Hacohen's section 6.1 and Appendix D.1: the training examples' `amplify_pcs` highest or
     lowest principal directions (of Sigma_x = X^T X / n) amplified by `amplify_factor`, X <- c X
     (I + (f - 1) U_k U_k^T), and the held-out examples alike, with c renormalizing the training
     examples' total variance ||X||_F^2 to its value before (the paper renormalizes to std 1). The
     directions are among those of nonzero variance (eigenvalues above the support cut: the digits'
-    constant pixels have none); the data unchanged for amplify = "none"."""
+    constant pixels have none; `error` names `amplify_pcs` where it asks for more, as a steep
+    spectrum may); the data unchanged for amplify = "none"."""
     if task.get("amplify", "none") == "none":
         return data
     x, k = data["x"], task["amplify_pcs"]
     lam, pcs = np.linalg.eigh(x.T @ x / len(x))        # ascending eigenvalues
     pcs = pcs[:, lam > SUPPORT_RTOL * lam[-1]]
+    if k >= pcs.shape[1]:
+        raise error("amplify_pcs", f"expected fewer than the {pcs.shape[1]} principal directions of the training "
+                                        f"examples above the support cut ({SUPPORT_RTOL:g} of the largest eigenvalue), "
+                                        f"got {k}")
     chosen = pcs[:, -k:] if task["amplify"] == "highest" else pcs[:, :k]
     amplify = np.eye(x.shape[1]) + (task["amplify_factor"] - 1.0) * chosen @ chosen.T
     scale = np.linalg.norm(x) / np.linalg.norm(x @ amplify)
     return data | {"x": scale * x @ amplify, "x_test": scale * data["x_test"] @ amplify}
 
 
-def labelled_data(task: dict, seed: int) -> dict[str, np.ndarray]:
+def labelled_data(task: dict, seed: int, error: schema.Error) -> dict[str, np.ndarray]:
     """The fixed examples of labelled data (`digits` or `classes`), amplified where the task says."""
     if task["data"] == "digits":
-        return amplified(digits(task["examples"], task.get("test_examples", 0)), task)
-    return amplified(classes(task, seed), task)
+        return amplified(digits(task["examples"], task.get("test_examples", 0)), task, error)
+    return amplified(classes(task, seed), task, error)
 
 
 def _spectrum(task: dict, error: schema.Error, default: tuple | None) -> tuple[float, ...]:
@@ -499,7 +505,7 @@ def validate_task(task: dict, error: schema.Error) -> dict:
     if scales and out["init"] not in IID_INITS:
         raise error("gradient_scales", f"their expectations alpha_l, beta_l are those of an init drawn i.i.d. "
                                        f"({', '.join(IID_INITS)}), got init = {out['init']!r}")
-    targets = _targets(out)
+    targets = _targets(out, error)
     if targets is not None and out["top"] <= min(rank, len(targets)) and min(targets[: out["top"]]) > 0:
         out["sigma_star"] = tuple(targets[: out["top"]])
     return out
@@ -512,6 +518,8 @@ CLASSES = {"d": 64, "power_law": 2.0, "classes": 10, "signal": 16, "separation":
 def _classes(task: dict, error: schema.Error) -> dict:
     """The keys of `classes` data (`classes` in the module's functions), defaults `CLASSES`."""
     if "eigenvalues" in task:
+        if "power_law" in task:
+            raise error("power_law", "give either eigenvalues or power_law, not both")
         lam = schema.positive_numbers(task, "eigenvalues", error)
         schema.fixed(task, "d", len(lam), error, "len(eigenvalues)")
         if list(lam) != sorted(lam, reverse=True):
@@ -545,6 +553,9 @@ def _amplification(task: dict, data: dict, error: schema.Error) -> dict:
             if key in task:
                 raise error(key, 'applies only with amplify = "highest" or "lowest"')
         return {}
+    if data["whiten"]:
+        raise error("amplify", "whitening undoes an amplification (the whitened examples are the same up to a "
+                               "rotation); use one or the other")
     count = schema.integer(task, "amplify_pcs", max(1, round(AMPLIFIED_SHARE * data["d"])), 1, error)
     if data["data"] == "digits":
         x = digits(data["examples"])["x"]
@@ -554,6 +565,7 @@ def _amplification(task: dict, data: dict, error: schema.Error) -> dict:
         directions, where = min(data["d"], data["examples"] - 1), "that the training examples span"
     if count >= directions:
         raise error("amplify_pcs", f"expected fewer than the {directions} principal directions {where}, got {count}")
+    # classes: the directions above the support cut are known only once drawn (`amplified` checks)
     return {"amplify": kind, "amplify_pcs": count,
             "amplify_factor": schema.number(task, "amplify_factor", AMPLIFY_FACTOR, 0.0, error)}
 
@@ -588,7 +600,7 @@ def check_axes(task: dict, axes: dict, error: schema.Error) -> None:
                                             f"expected some depth >= 2, got depths {list(map(int, axes['depth']))}")
 
 
-def _targets(task: dict) -> tuple[float, ...] | None:
+def _targets(task: dict, error: schema.Error) -> tuple[float, ...] | None:
     """The singular values of W_opt, descending, where no seed changes them; else None (`classes`
     data is drawn from the sweep's seed, not known here)."""
     if task["data"] == "autoencoder":    # W_opt: I, or the projector on B's span where the noise's
@@ -600,7 +612,7 @@ def _targets(task: dict) -> tuple[float, ...] | None:
         w_true = _true_map(task)
         w_opt = np.sqrt(task["eigenvalues"])[:, None] * w_true if task["whiten"] else w_true
     else:
-        data = labelled_data(task, 0)
+        data = labelled_data(task, 0, error)
         w_opt = _least_squares(data["x"], data["y"], task["whiten"])
     return tuple(float(v) for v in np.linalg.svd(w_opt, compute_uv=False))
 
@@ -632,7 +644,10 @@ def make_task(sweep) -> dict:
     flags = schema.switches(sweep, "whiten", "shuffle")
     values = {"sigma_star": task["sigma_star"]} if "sigma_star" in task else {}
     if task["data"] in LABELLED:
-        data = labelled_data(task, sweep.seed)
+        def error(key: str, message: str) -> SpecError:       # as the spec's own errors name a key
+            return SpecError(f"{sweep.source}: key 'task.{key}': {message}")
+
+        data = labelled_data(task, sweep.seed, error)
         if not task.get("test_examples", 0):
             data = {name: data[name] for name in ("x", "y")}
         return schema.arrays(sweep, values | data) | flags
@@ -663,7 +678,7 @@ FAMILY = Family(
                "test_examples": "digits, classes: held-out examples whose accuracy is observed (digits: the "
                                 "images after the first n, default 0; classes: default 2000)",
                "amplify": "digits, classes: amplify the training examples' highest or lowest principal "
-                          "directions (Hacohen's section 6.1; default none)",
+                          "directions above the support cut (Hacohen's section 6.1; default none; not with whiten)",
                "amplify_pcs": "how many directions are amplified (default 1.5% of d, at least 1)",
                "amplify_factor": "by how much (default 10; the total variance is kept)",
                "w_true": "spectrum: the diagonal of the true d x p map W* (p = its length; default: d ones)",
