@@ -30,14 +30,17 @@ GRID_MEMORY_SHARE = 16
 
 # Parquet bytes per value (snappy; dictionary encoding for integers and flags only), measured on
 # the run folders of toy-threshold (float32 and float64), matrix-sensing, hacohen-fig4 and
-# azulay-phase: a float of a float32 sweep (widened to float64, 29 zero mantissa bits) takes 3.8-6.3
-# bytes, one of a float64 sweep up to 8; the runs table's integers (run_id, steps_run, hitting
-# steps) 3-8; the trajectories' run_id and step together under 1 byte a row; a part's footer
-# (schema, statistics, pandas metadata) 490-545 bytes per column. With these the estimates of those
-# six folders were 1.02x-1.49x their size, above it where trajectories stop early (the rows
-# counted are an upper bound) or their values repeat (the toy's sigma at its target takes ~4
-# bytes); the runs tables, of a few kB there, compress better still (up to 2.6x).
-FLOAT_BYTES = {"float32": 6, "float64": 8}
+# azulay-phase: a float of the runs table (float64 whatever the sweep's dtype; 29 zero mantissa
+# bits in a float32 sweep's) takes 3.8-6.3 bytes, one of a float64 sweep up to 8; its integers
+# (run_id, steps_run, hitting steps) 3-8; a part's footer (schema, statistics, pandas metadata)
+# 490-545 bytes per column. The trajectories' floats, in the sweep's dtype and split into byte
+# streams before compression (`store`), took 2.6-4.4 bytes (float32) and 6.2-7.3 (float64) on
+# toy-threshold (both dtypes), matrix-sensing and the reproductions azulay-phase, gissin-fig6,
+# linear-net-phase, gidel-fig2 and hacohen-fig2, fig7, fig9 and fig10; their run_id and step
+# together under 1 byte a row. The trajectories counted are an upper bound (a trajectory that
+# stops early records fewer rows).
+FLOAT_BYTES = {"float32": 6, "float64": 8}                  # the runs table's
+TRAJECTORY_FLOAT_BYTES = {"float32": 3.5, "float64": 7}
 TRAJECTORY_ID_BYTES = 1
 FOOTER_BYTES_PER_COLUMN = 550
 
@@ -122,7 +125,7 @@ class Disk:
         trajectory_columns = 2 + columns.trajectory_floats
         rows = n_runs * recorded_steps
         return cls(n_runs * runs_columns * FLOAT_BYTES[dtype] + n_chunks * runs_columns * FOOTER_BYTES_PER_COLUMN,
-                   rows * (columns.trajectory_floats * FLOAT_BYTES[dtype] + TRAJECTORY_ID_BYTES)
+                   round(rows * (columns.trajectory_floats * TRAJECTORY_FLOAT_BYTES[dtype] + TRAJECTORY_ID_BYTES))
                    + n_chunks * trajectory_columns * FOOTER_BYTES_PER_COLUMN)
 
     @property
