@@ -155,8 +155,8 @@ def accessibility(folder: str | Path, ensembles: int = 2) -> pd.DataFrame:
         for _, run in runs[runs.seed.isin(members)].iterrows():
             drawn = engine.draw_task(program, task, int(run.seed), sweep.seed)
             path = traj[(traj.run_id == run.run_id) & (traj.step > 0)]
-            w = np.einsum("ij,sjk->sik", drawn["pcs"], path[columns].to_numpy().reshape(len(path), d, p))
-            outputs = np.einsum("nd,sdk->snk", drawn["x"] @ drawn["whitening"], w)
+            w = drawn["pcs"] @ path[columns].to_numpy().reshape(len(path), d, p)      # (steps, d, p), BLAS
+            outputs = (drawn["x"] @ drawn["whitening"]) @ w                                # (steps, n, p)
             correct = correct + (np.argmax(outputs, axis=2) == drawn["labels"]).sum(axis=0)
             count += len(path)
         tables.append(pd.DataFrame({"example": np.arange(len(correct)), "ensemble": ensemble,
