@@ -299,7 +299,7 @@ REPRODUCTIONS = {r.name: r for r in (
                  "not once whitened (0.03), the PC-bias ordering the early learning. Over all examples it differs "
                  "(0.87 natural, 1.00 whitened): the whitened networks reach the common optimum within ~30 of "
                  "the 300 steps, after which every network classifies alike, so their accessibility is shared."),
-        quick_seconds=11.1, full_seconds=28.1, measured_on=XEON_2_8_CPU),
+        quick_seconds=12.6, full_seconds=17.8, measured_on=XEON_2_8_CPU),
     Reproduction(
         "hacohen-fig9", "Hacohen & Weinshall, Figure 9a",
         "two-layer linear networks on synthetic Gaussian classes (80 training, 2000 held-out examples), 10 seeds: "
