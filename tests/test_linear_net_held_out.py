@@ -222,3 +222,29 @@ def test_early_stopping_needs_held_out_examples(tmp_path):
             assert row.gain == pytest.approx(row.peak - row["last"], abs=0)
         spread = api.pc_weight_spread(folder)
         assert spread.seeds.eq(2).all() and spread["std"].notna().all()
+
+
+def test_the_digits_are_scikit_learns_and_missing_scikit_learn_says_what_to_install(monkeypatch):
+    """`linear_net.digits` reads the file scikit-learn ships without importing it: the pixels and
+    labels equal `sklearn.datasets.load_digits()`'s exactly (pixels / 16, centred by the first n,
+    one-hot labels; the held-out images follow). Where scikit-learn is not installed the error
+    names the extra to install."""
+    import importlib.util
+
+    from sklearn.datasets import load_digits
+
+    loaded = load_digits()
+    data = linear_net.digits(100, 50)
+    x = loaded.data[:150] / 16.0
+    np.testing.assert_array_equal(data["x"], x[:100] - x[:100].mean(axis=0))
+    np.testing.assert_array_equal(data["x_test"], x[100:] - x[:100].mean(axis=0))
+    np.testing.assert_array_equal(np.argmax(data["y"], axis=1), loaded.target[:100])
+    np.testing.assert_array_equal(np.argmax(data["y_test"], axis=1), loaded.target[100:150])
+    linear_net._digits_table.cache_clear()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    try:
+        with pytest.raises(ImportError, match=r"dlsweep\[compare\]"):
+            linear_net.digits(10)
+    finally:
+        monkeypatch.undo()
+        linear_net._digits_table.cache_clear()

@@ -66,8 +66,12 @@ mean_i |A_l,ii - alpha_l|, and `a_off_diagonal`, the mean of A_l's off-diagonal 
 
 from __future__ import annotations
 
+import functools
+import gzip
+import importlib.util
 import math
 from collections.abc import Mapping
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -362,13 +366,32 @@ def digits(examples: int = 1797, test_examples: int = 0) -> dict[str, np.ndarray
     """The first `examples` of scikit-learn's 8x8 digits (1797 images, bundled with the package: no
     download) as `x` (pixels / 16, centred per pixel) and `y` (one-hot labels, 10 classes), and the
     next `test_examples` as `x_test`, `y_test` (centred by the training examples' mean)."""
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError as exc:
-        raise ImportError("data = \"digits\" needs scikit-learn: pip install 'dlsweep[compare]'") from exc
-    data = load_digits()
-    x, labels = data.data[: examples + test_examples] / 16.0, data.target[: examples + test_examples]
+    pixels, targets = _digits_table()
+    x, labels = pixels[: examples + test_examples] / 16.0, targets[: examples + test_examples]
     return _labelled(x - x[:examples].mean(axis=0), labels, examples, 10)
+
+
+@functools.lru_cache(maxsize=1)
+def _digits_table() -> tuple[np.ndarray, np.ndarray]:
+    """(pixels 1797 x 64, labels) of scikit-learn's digits, read from the file it ships
+    (`load_digits` reads the same) without importing scikit-learn, which takes a second; through
+    `load_digits` where that file is not where this version keeps it."""
+    found = importlib.util.find_spec("sklearn")
+    if found is None or found.origin is None:
+        raise ImportError("data = \"digits\" needs scikit-learn: pip install 'dlsweep[compare]'")
+    path = Path(found.origin).parent / "datasets" / "data" / "digits.csv.gz"
+    if path.is_file():
+        with gzip.open(path, "rt") as table:
+            data = np.loadtxt(table, delimiter=",")
+        pixels, labels = data[:, :-1], data[:, -1].astype(int)
+    else:
+        from sklearn.datasets import load_digits
+
+        loaded = load_digits()
+        pixels, labels = loaded.data, loaded.target
+    pixels.setflags(write=False)        # shared by every caller
+    labels.setflags(write=False)
+    return pixels, labels
 
 
 def classes(task: dict, seed: int) -> dict[str, np.ndarray]:
