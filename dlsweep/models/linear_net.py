@@ -437,8 +437,8 @@ def amplified(data: dict[str, np.ndarray], task: dict, error: schema.Error) -> d
     pcs = pcs[:, lam > SUPPORT_RTOL * lam[-1]]
     if k >= pcs.shape[1]:
         raise error("amplify_pcs", f"expected fewer than the {pcs.shape[1]} principal directions of the training "
-                                        f"examples above the support cut ({SUPPORT_RTOL:g} of the largest eigenvalue), "
-                                        f"got {k}")
+                                   f"examples above the support cut ({SUPPORT_RTOL:g} of the largest eigenvalue), "
+                                   f"got {k}")
     chosen = pcs[:, -k:] if task["amplify"] == "highest" else pcs[:, :k]
     amplify = np.eye(x.shape[1]) + (task["amplify_factor"] - 1.0) * chosen @ chosen.T
     scale = np.linalg.norm(x) / np.linalg.norm(x @ amplify)
