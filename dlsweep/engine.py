@@ -154,12 +154,17 @@ class StepCost:
     library_calls: bool
 
 
-def step_cost(program: Program, hp_names, task) -> StepCost:
-    """`StepCost` of `program`'s step, the data the model draws included as an input."""
+def _one_trajectory(program: Program, hp_names, task):
+    """The shapes of one trajectory's (params, hp, task), the data the model draws included."""
     key = jax.eval_shape(jax.random.key, 0)
     hp = {name: jax.ShapeDtypeStruct((), np.int32 if name in INTEGER_HPS else program.dtype) for name in hp_names}
     full = jax.eval_shape(lambda k, h, t: chunk_task(program, k, h, {n: None for n in h}, t)[0], key, hp, task)
-    params = jax.eval_shape(program.model.init, key, hp, full)
+    return jax.eval_shape(program.model.init, key, hp, full), hp, full
+
+
+def step_cost(program: Program, hp_names, task) -> StepCost:
+    """`StepCost` of `program`'s step, the data the model draws included as an input."""
+    params, hp, full = _one_trajectory(program, hp_names, task)
     gradient = jax.jit(jax.grad(program.model.loss)).lower(params, hp, full)
     observed = jax.jit(functools.partial(_sigma, program)).lower(params, hp, full) if program.levels else None
     return StepCost(flops=float((gradient.cost_analysis() or {}).get("flops", 0.0)),
@@ -797,9 +802,20 @@ SEQUENTIAL_SPEED_OPTIONS = {
     # XLA's older loop emitters compile a one-by-one program in 0.55-0.85x the time at the same
     # speed (one core of a 2-core Xeon: gidel-fig2 7.4 -> 3.8 s, hacohen-fig4 7.3 -> 4.0 s,
     # azulay-fig7-1 3.6 -> 2.2 s, matrix sensing unchanged); batched elementwise loops ran
-    # 4-7x slower with them, so those keep the default. Dropped where XLA lacks the option.
+    # 4-7x slower with them, so those keep the default, and so does a program that tracks
+    # selected features (`selects_features`). Dropped where XLA lacks the option.
     "xla_cpu_use_fusion_emitters": False,
 }
+
+
+def selects_features(program: Program, hp_names, task) -> bool:
+    """Whether the model counts features as selected (`selected`, an (n,) mask, n > 0), which
+    the engine tracks after every step: a select over n int32 first-selection steps that XLA's
+    older loop emitters (`SEQUENTIAL_SPEED_OPTIONS`) compile to a scalar loop. gissin-fig3's step
+    (d = 1000 features, one core of a 2-core Xeon, 8 runs x 5,000 steps): 12.2-16.0 us with them,
+    8.5-11.0 us without, for a compile 1.5 s longer."""
+    params, hp, full = _one_trajectory(program, hp_names, task)
+    return jax.eval_shape(functools.partial(_selected, program), params, hp, full).shape[0] > 0
 
 
 def seed_slots(model, axes: dict[str, np.ndarray]) -> tuple[int, ...] | None:
@@ -1107,7 +1123,10 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     else:
         jitted = jax.jit(fn)
     lowered = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant))
-    executable = (_compile(lowered, SEQUENTIAL_COMPILER_OPTIONS, SEQUENTIAL_SPEED_OPTIONS) if sequential
-                  else lowered.compile(compiler_options=COMPILER_OPTIONS))
+    if sequential:
+        speed = {} if selects_features(program, hp_names, task) else SEQUENTIAL_SPEED_OPTIONS
+        executable = _compile(lowered, SEQUENTIAL_COMPILER_OPTIONS, speed)
+    else:
+        executable = lowered.compile(compiler_options=COMPILER_OPTIONS)
     return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant, seeds,
                          small)

@@ -1,6 +1,7 @@
 """Engine properties that hold whatever the model: batching, chunking and early stopping never
 change a trajectory's result; the record schedule is what the spec asks for."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -302,6 +303,24 @@ def test_a_compile_option_this_xla_lacks_is_dropped_and_other_errors_are_not():
     assert float(compiled(np.float32(1.5))) == 3.0
     with pytest.raises(jax.errors.JaxRuntimeError):     # a known option with a bad value is an error
         engine._compile(lowered, {"xla_cpu_experimental_ynn_fusion_type": "NOT_A_FUSION_TYPE"}, {})
+
+
+def test_a_program_that_tracks_selected_features_keeps_the_default_loop_emitters(monkeypatch):
+    """A one-by-one program compiles with XLA's older loop emitters (`SEQUENTIAL_SPEED_OPTIONS`)
+    unless its model selects features (`engine.selects_features`): the diagonal network with
+    `select` > 0 tracks an (n,) first-selection step per feature after every step, a loop the
+    older emitters leave scalar; with `select` = 0 (or no `selected` hook) nothing is tracked."""
+    selecting = {**INVARIANT["diagonal"], "task": {**INVARIANT["diagonal"]["task"], "select": 0.5}}
+    speeds = []
+    real = engine._compile
+    monkeypatch.setattr(engine, "_compile", lambda lowered, options, speed: speeds.append(speed) or real(lowered, options, speed))
+    for raw, selects in ((selecting, True), (INVARIANT["diagonal"], False), (SMALL["toy"], False)):
+        sweep = spec.resolve(raw)
+        program, flat, task = api.compile_inputs(sweep)
+        program = dataclasses.replace(program, sequential=True)
+        assert engine.selects_features(program, list(flat.columns), task) == selects
+        api.compile_sweep(sweep, program, task, 8, api.chunk_group(sweep, program))
+        assert speeds.pop() == ({} if selects else engine.SEQUENTIAL_SPEED_OPTIONS)
 
 
 def test_refilled_slots_compute_what_lockstep_computes():
