@@ -1,9 +1,10 @@
 """dlsweep end-to-end on the toy sweep, through `dlsweep.api.run`.
 
-Two measurements of the same sweep: the compiled chunk programs alone (`engine_compute`: compile
-once, then every chunk with results copied to NumPy, no tables or files), and the whole `api.run`
+Three measurements of the same sweep: the compiled chunk programs alone (`engine_compute`: compile
+once, then every chunk with results copied to NumPy, no tables or files), the whole `api.run`
 call (compile, chunks, pandas tables and Parquet writing, the writing of one chunk overlapped with
-the computing of the next).
+the computing of the next), and the whole call without the trajectories table (`[record]
+trajectories = false`, its runs table checked equal to the first's).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import numpy as np
 from benchmarks.common import DEPTHS, LEVELS, LR, SIGMA0_LOG10, SIGMA_STAR, Problem, Timing, timed
 
 
-def spec_dict(problem: Problem, levels=LEVELS) -> dict:
+def spec_dict(problem: Problem, levels=LEVELS, trajectories: bool = True) -> dict:
     """The toy sweep: depths 1..6 x log-spaced sigma0, lr 1e-3, f32; stop.rel_loss = 0 so no
     trajectory converges early (every one runs all `steps`; checked after the run). `levels = ()`
-    is the same sweep without hitting times."""
+    is the same sweep without hitting times; `trajectories = False` without its trajectories table."""
     return {
         "name": "bench-toy",
         "model": "toy",
@@ -31,7 +32,7 @@ def spec_dict(problem: Problem, levels=LEVELS) -> dict:
         "axes": {"depth": list(DEPTHS),
                  "sigma0": {"logspace": list(SIGMA0_LOG10), "num": problem.n_sigma0},
                  "lr": [LR]},
-        "record": {"levels": list(levels)},      # schedule/points: dlsweep defaults (log, 200)
+        "record": {"levels": list(levels)} | ({} if trajectories else {"trajectories": False}),  # schedule/points: defaults
         "stop": {"rel_loss": 0.0},
     }
 
@@ -46,8 +47,11 @@ class DlsweepResult:
     compile: Timing
     run: Timing              # the compiled chunk programs alone (engine_compute)
     total: Timing            # the whole api.run call
-    report_compile_seconds: float
+    lean: Timing             # the whole api.run call without the trajectories table
+    report_compile_seconds: float    # the whole call's own compile (or load from the compilation cache)
+    lean_compile_seconds: float
     output_bytes: int
+    lean_bytes: int
     runs: "object"           # the runs table (pandas), for checks and cross-checks
     checks: dict
 
@@ -98,6 +102,12 @@ def run_dlsweep(problem: Problem, chunk_size: int | None = None, workdir: str | 
         manifest = json.loads((out / store.MANIFEST).read_text())
         runs = store.load(out)
         output_bytes = _folder_bytes(out)
+        lean_out = Path(tmp) / "lean"
+        with timed() as lean:
+            lean_report = api.run(spec.resolve(spec_dict(problem, trajectories=False), source="benchmarks.toy"), out=lean_out,
+                    chunk_size=chunk_size, progress_bar=False)
+        lean_bytes = _folder_bytes(lean_out)
+        lean_runs_equal = store.load(lean_out).equals(runs)
         record_points = len(engine.record_steps(sweep.record.schedule, sweep.record.points, sweep.steps))
 
     checks = {
@@ -106,13 +116,16 @@ def run_dlsweep(problem: Problem, chunk_size: int | None = None, workdir: str | 
         "diverged": int(runs["diverged"].sum()),
         "converged": int(runs["converged"].sum()),
         "traj_steps == runs x steps": report.traj_steps == len(runs) * problem.steps,
+        "runs table without trajectories identical": lean_runs_equal,
     }
     return DlsweepResult(
         n_runs=report.n_runs, traj_steps=report.traj_steps, chunk_size=manifest["chunk_size"],
         n_chunks=manifest["n_chunks"], record_points=record_points,
         compile=compile_time,
         run=run_time,
-        total=total, report_compile_seconds=report.compile_seconds, output_bytes=output_bytes,
+        total=total, lean=lean, report_compile_seconds=report.compile_seconds,
+        lean_compile_seconds=lean_report.compile_seconds, output_bytes=output_bytes,
+        lean_bytes=lean_bytes,
         runs=runs, checks=checks)
 
 

@@ -113,26 +113,31 @@ def _size(tree) -> int:
 @dataclasses.dataclass(frozen=True)
 class Disk:
     """Estimated bytes of the two tables: runs (one row per trajectory) and trajectories (at most
-    one row per trajectory and recorded step: a trajectory that stops early records fewer)."""
+    one row per trajectory and recorded step: a trajectory that stops early records fewer; none
+    where the sweep sets `[record] trajectories = false`, `recorded` False)."""
 
     runs: int
     trajectories: int
+    recorded: bool = True
 
     @classmethod
     def estimate(cls, n_runs: int, n_axes: int, n_chunks: int, recorded_steps: int, columns: Columns,
-                 dtype: str) -> Disk:
+                 dtype: str, recorded: bool = True) -> Disk:
         runs_columns = n_axes + columns.runs_values
         trajectory_columns = 2 + columns.trajectory_floats
         rows = n_runs * recorded_steps
+        trajectories = (round(rows * (columns.trajectory_floats * TRAJECTORY_FLOAT_BYTES[dtype] + TRAJECTORY_ID_BYTES))
+                        + n_chunks * trajectory_columns * FOOTER_BYTES_PER_COLUMN)
         return cls(n_runs * runs_columns * FLOAT_BYTES[dtype] + n_chunks * runs_columns * FOOTER_BYTES_PER_COLUMN,
-                   round(rows * (columns.trajectory_floats * TRAJECTORY_FLOAT_BYTES[dtype] + TRAJECTORY_ID_BYTES))
-                   + n_chunks * trajectory_columns * FOOTER_BYTES_PER_COLUMN)
+                   trajectories if recorded else 0, recorded)
 
     @property
     def total(self) -> int:
         return self.runs + self.trajectories
 
     def describe(self) -> str:
+        if not self.recorded:
+            return f"disk about {human_bytes(self.total)} (runs; no trajectories: [record] trajectories = false)"
         return (f"disk about {human_bytes(self.total)} (runs {human_bytes(self.runs)}, trajectories up to "
                 f"{human_bytes(self.trajectories)})")
 

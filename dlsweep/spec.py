@@ -41,11 +41,20 @@ TOP_LEVEL_KEYS = ("name", "model", "steps", "dtype", "seed", "task", "axes", "re
 class Record:
     """What is recorded: at most `points` steps on a log or linear schedule (where its gaps reach
     `stop.check_every`, rounded to the steps where trajectories are checked:
-    `engine.record_plan`), and the hitting levels."""
+    `engine.record_plan`), the hitting levels, and whether the trajectories table is written
+    (`trajectories = false`: the runs table alone, for a sweep read only through its thresholds,
+    first-hitting steps and final values; the trajectories computed are the same)."""
 
     schedule: str = "log"
     points: int = 200
     levels: tuple[float, ...] = (0.05, 0.5, 0.95)
+    trajectories: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """The table as plain values; `trajectories` only when off, so a sweep that writes them
+        keeps the hash it had before they could be left out."""
+        table = {"schedule": self.schedule, "points": self.points, "levels": list(self.levels)}
+        return table if self.trajectories else table | {"trajectories": False}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +111,7 @@ class Sweep:
             "seed": self.seed,
             "task": {k: _plain(v) for k, v in self.task.items() if k in given},
             "axes": {k: _plain(v) for k, v in self.axes.items()},
-            "record": _plain(dataclasses.asdict(self.record)),
+            "record": self.record.to_dict(),
             "stop": dataclasses.asdict(self.stop),
             "compare": self.compare,
         } | optimizer
@@ -491,7 +500,7 @@ def _reject_underflow(values: np.ndarray, name: str, key: str, dtype: str, where
 def _record(table: dict, steps: int, where: _Where, has_targets: bool = True) -> Record:
     """The record table; hitting levels are fractions of the targets, so a task without targets
     (`sigma_star`) records none."""
-    _reject_unknown(table, ("schedule", "points", "levels"), "record", where)
+    _reject_unknown(table, ("schedule", "points", "levels", "trajectories"), "record", where)
     default = Record() if has_targets else Record(levels=())
     schedule = table.get("schedule", default.schedule)
     if schedule not in SCHEDULES:
@@ -512,7 +521,10 @@ def _record(table: dict, steps: int, where: _Where, has_targets: bool = True) ->
         if level_name(a) == level_name(b):
             raise where.error("record.levels", f"levels {a!r} and {b!r} would share the column name "
                                                f"hit_<i>_{level_name(a)}; make them differ in 6 significant digits")
-    return Record(schedule, points, levels)
+    trajectories = table.get("trajectories", default.trajectories)
+    if not isinstance(trajectories, bool):
+        raise where.error("record.trajectories", f"expected true or false (false: no trajectories table), got {trajectories!r}")
+    return Record(schedule, points, levels, trajectories)
 
 
 def _stop(table: dict, where: _Where) -> Stop:

@@ -3,7 +3,8 @@
     DIR/sweep.toml                 the resolved spec
     DIR/manifest.json              spec hash, versions, backend, devices, the chunk plan
     DIR/runs/part-NNNNN.parquet    one row per trajectory (chunk NNNNN)
-    DIR/trajectories/part-NNNNN.parquet   one row per (run_id, recorded step)
+    DIR/trajectories/part-NNNNN.parquet   one row per (run_id, recorded step); none where the
+                                   sweep sets [record] trajectories = false
     DIR/chunks/NNNNN.json          chunk NNNNN's record: its parts' rows, bytes and CRC-32, written last
 
 Every file is written to a temporary dot-name, flushed to disk, renamed into place, and the
@@ -50,6 +51,17 @@ RESUME = "run the sweep again on this folder (out=DIR) to resume"
 
 
 RECORD_PATTERN = re.compile(r"(\d+)\.json")
+
+
+def tables_of(sweep: Sweep) -> tuple[str, ...]:
+    """The tables a sweep's chunks write, in the order they are written: its trajectories (unless
+    `[record] trajectories = false`), then its runs."""
+    return (TRAJECTORIES, RUNS) if sweep.record.trajectories else (RUNS,)
+
+
+def _written_tables(record: dict) -> tuple[str, ...]:
+    """The tables a finished chunk wrote, from its record (both where it names none)."""
+    return tuple(t for t in (TRAJECTORIES, RUNS) if t in record.get("parts", {})) or (TRAJECTORIES, RUNS)
 
 
 def part_name(chunk_index: int) -> str:
@@ -339,7 +351,7 @@ def start(folder: Path, sweep: Sweep, manifest: dict, shard: tuple[int, int] | N
     write_file(folder / SPEC_FILE, sweep.to_toml().encode())
     for name, content in sweep.folder_files().items():
         write_file(folder / name, content)
-    for sub in (RUNS, TRAJECTORIES, CHUNKS):
+    for sub in (*tables_of(sweep), CHUNKS):
         (folder / sub).mkdir(exist_ok=True)
     if shard is not None:
         write_file(folder / SHARDS_FILE, json.dumps({"shards": shard[1]}).encode(), exclusive=True)
@@ -359,13 +371,16 @@ def _part_record(data: bytes, rows: int) -> dict:
     return {"rows": rows, "bytes": len(data), "crc32": zlib.crc32(data)}
 
 
-def write_chunk(folder: Path, chunk_index: int, runs: pd.DataFrame, trajectories: pd.DataFrame,
+def write_chunk(folder: Path, chunk_index: int, runs: pd.DataFrame, trajectories: pa.Table | None,
                 record: dict) -> dict:
-    """Trajectories, then runs, then the chunk's record (`record` plus each part's rows, bytes
-    and CRC-32): the chunk counts as finished only once all three exist. Returns the record."""
+    """Trajectories (None: not recorded), then runs, then the chunk's record (`record` plus each
+    part's rows, bytes and CRC-32): the chunk counts as finished only once its record exists.
+    Returns the record."""
     hint = f"the chunks finished before are intact; free space or fix the folder, then {RESUME}"
     parts = {}
     for table, frame in ((TRAJECTORIES, trajectories), (RUNS, runs)):
+        if frame is None:
+            continue
         data = _parquet_bytes(frame)
         write_file(folder / table / part_name(chunk_index), data, hint=hint)
         parts[table] = _part_record(data, len(frame))
@@ -407,7 +422,7 @@ def damaged_chunks(folder: str | Path) -> dict[int, str]:
     folder = Path(folder)
     damaged = {}
     for index, record in sorted(chunk_records(folder).items()):
-        for table in (TRAJECTORIES, RUNS):
+        for table in _written_tables(record):
             problem = _checked_part(folder, table, index, record)[1]
             if problem:
                 damaged[index] = f"{table}/{part_name(index)}: {problem}"
@@ -423,14 +438,14 @@ def forget_chunk(folder: Path, index: int) -> None:
         (folder / table / part_name(index)).unlink(missing_ok=True)
 
 
-def adopt_parts(folder: Path, manifest: dict, chunks) -> list[int]:
-    """Record the chunks of `chunks` (Chunk(index, start, stop)) whose two parts are whole but
-    whose record is missing (a run stopped between its last part and the record, or a lost
-    `chunks/` folder): both parts are read in full and the runs part must hold exactly the
-    chunk's run ids. Returns the indices adopted."""
+def adopt_parts(folder: Path, manifest: dict, chunks, tables: tuple[str, ...] = (TRAJECTORIES, RUNS)) -> list[int]:
+    """Record the chunks of `chunks` (Chunk(index, start, stop)) whose parts of `tables` (the
+    sweep's, `tables_of`) are whole but whose record is missing (a run stopped between its last
+    part and the record, or a lost `chunks/` folder): every part is read in full and the runs
+    part must hold exactly the chunk's run ids. Returns the indices adopted."""
     adopted = []
     for chunk in chunks:
-        paths = {table: folder / table / part_name(chunk.index) for table in (TRAJECTORIES, RUNS)}
+        paths = {table: folder / table / part_name(chunk.index) for table in tables}
         if not all(p.exists() for p in paths.values()):
             continue
         try:
@@ -495,10 +510,10 @@ def selection_order(chosen: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarr
 
 
 def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], summary: dict,
-                 records: tuple[np.ndarray, dict], record_steps: np.ndarray) -> tuple[pd.DataFrame, pa.Table]:
+                 records: tuple[np.ndarray, dict], record_steps: np.ndarray) -> tuple[pd.DataFrame, pa.Table | None]:
     """The tidy tables of one chunk: one row per trajectory (a DataFrame), one per (trajectory,
     recorded step) up to the step where the trajectory stopped, that step included (an Arrow
-    table, its values in the sweep's dtype as computed: float32 for a float32 sweep, half the
+    table, or None where the sweep records no trajectories; its values in the sweep's dtype as computed: float32 for a float32 sweep, half the
     bytes to write; `load_trajectories` reads them as float64), with the loss and every
     observed value (`sigma` -> sigma_0, sigma_1, ...; any other observation `name` -> a column
     `name`, or name_0, name_1, ... for a vector); the model's summaries of its final state are
@@ -519,6 +534,8 @@ def chunk_frames(sweep: Sweep, run_ids: np.ndarray, hps: dict[str, np.ndarray], 
     if summary["chosen"].shape[1]:
         runs["selected"], runs["selected_at"] = selection_order(summary["chosen"])
 
+    if not sweep.record.trajectories:
+        return pd.DataFrame(runs), None
     loss, observed = records
     steps = np.asarray(record_steps, np.int64)
     # A trajectory that stopped at steps_run is frozen: the first record after its stop holds its
@@ -546,10 +563,21 @@ def load(folder: str | Path, chunks=None, columns: list[str] | None = None) -> p
     return frame.sort_values("run_id", ignore_index=True) if "run_id" in frame else frame
 
 
+def records_trajectories(folder: Path) -> bool:
+    """Whether the folder's finished chunks wrote trajectories (True while none is finished)."""
+    records = chunk_records(folder)
+    return not records or any(TRAJECTORIES in _written_tables(record) for record in records.values())
+
+
 def load_trajectories(folder: str | Path) -> pd.DataFrame:
     """The trajectories table (one row per run and recorded step) of finished chunks, sorted by
-    run_id and step, every value column as float64 (float32 sweeps store float32)."""
-    frame = _read_parts(Path(folder), TRAJECTORIES)
+    run_id and step, every value column as float64 (float32 sweeps store float32). A StoreError
+    for a folder whose sweep recorded none (`[record] trajectories = false`)."""
+    folder = Path(folder)
+    if not records_trajectories(folder):
+        raise StoreError(f"{folder}: no trajectories table: its sweep sets [record] trajectories = false "
+                         f"({folder / SPEC_FILE}); run it again without that key, into another folder, to record them")
+    frame = _read_parts(folder, TRAJECTORIES)
     frame = frame.astype({c: np.float64 for c in frame.columns if frame[c].dtype == np.float32})
     return frame.sort_values(["run_id", "step"], ignore_index=True)
 

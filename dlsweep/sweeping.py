@@ -190,7 +190,8 @@ def _sweep_of(spec: str | Path | Sweep | Mapping, overrides: Sequence[str], mode
 def _disk(sweep: Sweep, program: engine.Program, task: dict, n_chunks: int) -> Disk:
     """The disk a sweep's tables take, estimated from one trajectory's shapes."""
     return Disk.estimate(sweep.n_runs, len(sweep.axes), n_chunks,
-                         len(program.record_steps), Columns.of(program, list(sweep.axes), task), sweep.dtype)
+                         len(program.record_steps), Columns.of(program, list(sweep.axes), task), sweep.dtype,
+                         sweep.record.trajectories)
 
 
 def _own_chunks(plan: list[grid.Chunk], shard: tuple[int, int] | None) -> list[grid.Chunk]:
@@ -287,7 +288,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
         for note in chunk_size_notes(chunk_size, manifest, folder, plan, sweep.axes):
             warnings.warn(note, DlsweepWarning, stacklevel=2)
         own = _own_chunks(plan, shard)
-        finished = _verified_chunks(folder, manifest, own)
+        finished = _verified_chunks(folder, manifest, own, store.tables_of(sweep))
         todo = _chunks_to_run(own, finished, max_chunks)
         compile_seconds, run_seconds, traj_steps = 0.0, 0.0, 0
         if todo:
@@ -349,7 +350,7 @@ def _baselines(sweep: Sweep, program: engine.Program, task: dict):
     return columns
 
 
-def _verified_chunks(folder: Path, manifest: dict, own: list[grid.Chunk]) -> set[int]:
+def _verified_chunks(folder: Path, manifest: dict, own: list[grid.Chunk], tables: tuple[str, ...]) -> set[int]:
     """The finished chunks whose parts match their records. A damaged chunk (a part missing,
     truncated, emptied or changed) is forgotten, so it is computed again, with a warning naming
     it; whole parts without a record (a run stopped before writing it) are adopted, of the `own`
@@ -358,7 +359,7 @@ def _verified_chunks(folder: Path, manifest: dict, own: list[grid.Chunk]) -> set
         warnings.warn(f"{folder}: chunk {index} is damaged ({why}); computing it again", DlsweepWarning, stacklevel=3)
         store.forget_chunk(folder, index)
     finished = store.finished_chunks(folder)
-    store.adopt_parts(folder, manifest, [c for c in own if c.index not in finished])
+    store.adopt_parts(folder, manifest, [c for c in own if c.index not in finished], tables)
     return store.finished_chunks(folder)
 
 
@@ -414,6 +415,8 @@ def show(folder: str | Path) -> dict:
         "versions": manifest.get("versions"),
         "created": manifest.get("created"),
     }
+    if not store.records_trajectories(folder):
+        summary["trajectories"] = "not recorded ([record] trajectories = false)"
     if manifest.get("rebuilt"):
         summary["manifest"] = f"{store.MANIFEST} missing or damaged; read from the chunk records"
     if damaged:

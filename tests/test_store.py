@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 import dlsweep
+import conftest
 from conftest import CLI, LONG_CHUNK, SMALL_CHUNK, wait_for
 from dlsweep import api, cli, engine, grid, spec, store
 from dlsweep.spec import SpecError
@@ -435,3 +436,52 @@ def test_finished_chunks_reads_any_number_of_digits(tmp_path):
         (tmp_path / store.CHUNKS / name).write_text('{"runs": [0, 1]}')
     (tmp_path / store.CHUNKS / store.record_name(4)).write_text('{"runs": [0, ')
     assert store.finished_chunks(tmp_path) == {3, 123456}
+
+
+# ----------------------------------------------------------------------------- no trajectories table
+
+
+def test_a_sweep_without_trajectories_writes_its_runs_table_alone(tmp_path, small_dataset):
+    """`[record] trajectories = false`: the same runs table bit for bit (the same program runs),
+    no trajectories/ folder or parts, a record naming the runs part alone; a reader of the
+    trajectories, a figure of them and `show` say why there are none; damage to the runs part is
+    still found and a lost record is adopted from the runs part alone; the spec hash of a sweep that
+    writes trajectories is the one it had before the key existed (no `trajectories` in its table)."""
+    raw = conftest.merged(conftest.SMALL, {"record": {"trajectories": False}})
+    sweep = spec.resolve(raw)
+    assert "trajectories" not in spec.resolve(conftest.SMALL).to_dict()["record"]
+    assert sweep.to_dict()["record"]["trajectories"] is False
+    assert sweep.spec_hash() != spec.resolve(conftest.SMALL).spec_hash()
+    out = tmp_path / "lean"
+    plan = api.plan_run(sweep, out=out, chunk_size=SMALL_CHUNK)
+    assert plan.disk.trajectories == 0 < plan.disk.runs
+    assert "no trajectories: [record] trajectories = false" in plan.disk.describe()
+    report = api.run(sweep, out=out, chunk_size=SMALL_CHUNK, progress_bar=False)
+    assert report.chunks_run == 3
+    assert visible(out) == ["chunks", "manifest.json", "runs", "sweep.toml"]
+    pd.testing.assert_frame_equal(store.load(out), store.load(small_dataset), check_exact=True)
+    assert all(set(r["parts"]) == {store.RUNS} for r in store.chunk_records(out).values())
+    assert spec.load(out / store.SPEC_FILE).record.trajectories is False
+    for read in (lambda: store.load_trajectories(out), lambda: api.plot_run(out, kind="trajectories")):
+        with pytest.raises(StoreError, match=r"no trajectories table: its sweep sets \[record\] trajectories = false"):
+            read()
+    assert api.show(out)["trajectories"] == "not recorded ([record] trajectories = false)"
+    assert "trajectories" not in api.show(small_dataset)
+
+    damaged = copy_of(out, tmp_path)
+    part = damaged / store.RUNS / PARTS[1]
+    part.write_bytes(part.read_bytes()[:-8])
+    assert set(store.damaged_chunks(damaged)) == {1}
+    (damaged / store.CHUNKS / store.record_name(1)).unlink()
+    (damaged / store.RUNS / PARTS[1]).unlink()
+    (damaged / store.CHUNKS / store.record_name(2)).unlink()          # its runs part is whole: adopted
+    again = api.run(sweep, out=damaged, progress_bar=False)
+    assert (again.chunks_run, again.chunks_skipped) == (1, 2)
+    assert store.chunk_records(damaged)[2].get("adopted") is True
+    pd.testing.assert_frame_equal(store.load(damaged), store.load(out), check_exact=True)
+
+
+@pytest.mark.parametrize("value", ["no", 0, [False]])
+def test_record_trajectories_must_be_a_boolean(value):
+    with pytest.raises(SpecError, match=r"record\.trajectories.*expected true or false"):
+        spec.resolve(conftest.merged(conftest.SMALL, {"record": {"trajectories": value}}))
