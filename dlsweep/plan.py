@@ -195,7 +195,8 @@ class Plan:
             f"{self.folder}: plan of sweep {self.name!r} (model {self.model}, {self.dtype}); nothing written",
             "axes (values):",
             *axes,
-            f"trajectories: {self.n_runs}, {self.steps} steps each, {self.recorded_steps} recorded: at most "
+            f"trajectories: {self.n_runs}, {self.steps} steps each, "
+            f"{f'{self.recorded_steps} recorded' if self.disk.recorded else 'none recorded'}: at most "
             f"{self.n_runs * self.steps:.3g} trajectory-steps",
             f"chunks: {self.chunks} of up to {self.largest_chunk} trajectories (chunk size {self.chunk_size}, "
             f"{self.chunk_size_from}); one compiled program; {grouping}; one value per chunk: {constant}",
