@@ -87,6 +87,8 @@ class SweepResult:
     ran: int                     # runs the per-run loop ran
     agreement: dict[str, float]  # `compare` of those runs with dlsweep's
     rates: str                   # us per computed step, per leading-axis value
+    gradient_flops: float        # of one trajectory's gradient, XLA's cost analysis (`engine.step_cost`)
+    loop_flops_rate: float       # the loop's gradient flops per second over its sample
 
 
 @dataclasses.dataclass
@@ -165,10 +167,12 @@ def measure_sweep(folder: Path, label: str, per_group: int) -> SweepResult:
     agreement = compare(ours, runs.loc[ids], losses, np.asarray(loop.program.record_steps), sweep.stop.check_every)
     leading = next(iter(sweep.axes))
     rates = ", ".join(f"{value:g}: {rate * 1e6:.3g}" for value, rate in zip(sweep.axes[leading], per_step))
+    program, _, task = api.compile_inputs(sweep)
+    flops = engine.step_cost(program, list(sweep.axes), task).flops
     return SweepResult(label, len(runs), int(runs["steps_run"].sum()), None if None in executed else int(sum(executed)),
                        sweep.stop.rel_loss > 0 or sweep.stop.loss > 0, loop.compile_seconds,
                        loop.compile_seconds + float(seconds.sum()) if measured else estimate, measured, len(ids), agreement,
-                       f"{leading} {rates}")
+                       f"{leading} {rates}", flops, flops * float(ours["executed"].sum() / seconds.sum()))
 
 
 def measure(name: str, per_group: int, cache: str) -> Result:
@@ -241,7 +245,24 @@ def goal_line(what: str, values: dict[str, float], goal: float, at_least: bool) 
     return f"{what}: {'met' if met else 'NOT met'} (worst: {worst} {values[worst]:.2f})"
 
 
-def render(results: list[Result], info: dict[str, str], per_group: int) -> str:
+MATMUL_SIZE = 1024
+
+
+def matmul_flops_rate(repeats: int = 5) -> float:
+    """This process's floating-point rate on a float32 matrix product of MATMUL_SIZE (JAX's default
+    compile options, best of `repeats`): what one step of dense arithmetic can reach here."""
+    a = jax.random.normal(jax.random.key(0), (MATMUL_SIZE, MATMUL_SIZE), np.float32)
+    product = jax.jit(lambda x: x @ x)
+    product(a).block_until_ready()
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        product(a).block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * MATMUL_SIZE**3 / best
+
+
+def render(results: list[Result], info: dict[str, str], per_group: int, matmul_rate: float) -> str:
     rows, ratios, warm_ratios, executed = [], {}, {}, {}
     for result in results:
         line, ratio, warm, share = row(result)
@@ -254,7 +275,9 @@ def render(results: list[Result], info: dict[str, str], per_group: int) -> str:
             executed[result.name] = share
     details = [f"- {r.name} / {s.label}: {s.runs:,} runs, {s.needed:,} traj-steps needed; per-run compile "
                f"{s.compile_seconds:.2f} s, {s.ran} runs run ({'all' if s.measured else f'up to {per_group} per leading value'}), "
-               f"us per computed step by {s.rates}" for r in results for s in r.sweeps]
+               f"us per computed step by {s.rates}; its gradient {s.gradient_flops:.3g} flops (XLA's cost analysis), "
+               f"so the loop computes {s.loop_flops_rate / 1e9:.3g} GFLOP/s ({s.loop_flops_rate / matmul_rate:.0%} of the "
+               f"matrix product's)" for r in results for s in r.sweeps]
     device_goals = [f"- {name} full on one accelerator in under {goal:g} s (end to end, cold): "
                     f"{'met' if r.dlsweep_seconds < goal else 'NOT met'} (measured {r.dlsweep_seconds:.1f} s)"
                     for r in results for name, goal in ACCELERATOR_GOALS.items()
@@ -288,6 +311,10 @@ def render(results: list[Result], info: dict[str, str], per_group: int) -> str:
         "agrees when its stop does (same outcome, steps_run within one check interval) and its loss does (within "
         f"{LOSS_RTOL:g} relative or {LOSS_ATOL:g} absolute: the final loss where both stopped at the same step, "
         "else the loss at the last recorded step both reached); `equal`: stopped at the same step.", "",
+        f"Below, each loop's arithmetic rate: its gradient's floating-point operations (XLA's cost analysis, the "
+        f"flops `engine.step_cost` weighs) per second of its steps, against this process's "
+        f"{matmul_rate / 1e9:.0f} GFLOP/s on a float32 {MATMUL_SIZE} x {MATMUL_SIZE} matrix product. A loop that "
+        "already computes a large share of it leaves batching its runs little to gain on this core.", "",
         "### Per sweep", "", *details, "",
     ])
 
@@ -296,10 +323,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     info = machine_info(MODULE) | {"DLSWEEP_CACHE_DIR": os.environ.get("DLSWEEP_CACHE_DIR", "(unset)")}
     results = []
+    matmul_rate = matmul_flops_rate()
+    log(f"float32 {MATMUL_SIZE}^3 matrix product: {matmul_rate / 1e9:.0f} GFLOP/s")
     with tempfile.TemporaryDirectory() as cache:      # JAX opens its persistent cache once per process
         for name in args.names:
             results.append(measure(name, args.sample, cache))
-            markdown = render(results, info, args.sample)
+            markdown = render(results, info, args.sample, matmul_rate)
             if args.write:                            # after each reproduction: an interrupted run keeps its rows
                 report.write_section(RESULTS, markdown)
     print(markdown)
