@@ -127,6 +127,7 @@ class Program:
     hits_every_step: bool = False
     unroll: int = 1
     optimizer: optimizers.Optimizer = optimizers.Optimizer()
+    step_flops: float = 0.0     # one trajectory's gradient (`step_cost`), set with the layout
 
     @classmethod
     def from_sweep(cls, sweep, model) -> "Program":
@@ -236,7 +237,7 @@ def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool
     small = work < SMALL_WORK_FLOPS * (CONVERGING_WORK_FACTOR if converges and stops_apart else 1)
     sequential = cpu and (cost.flops >= SEQUENTIAL_MIN_FLOPS or cost.library_calls or (small and exact))
     return dataclasses.replace(program, sequential=sequential, hits_every_step=not cpu and exact,
-                               unroll=1 if cpu else ACCELERATOR_UNROLL,
+                               unroll=1 if cpu else ACCELERATOR_UNROLL, step_flops=cost.flops,
                                refill_from=program.refill_from if refills and work >= REFILL_MIN_FLOPS else steps)
 
 
@@ -1059,6 +1060,23 @@ def max_chunk(state_size: int = 0) -> int:
     if jax.default_backend() != "cpu":
         return 1 << 20
     return min(16_384, CPU_CHUNK_STATE_BYTES // max(1, state_size))
+
+
+SEQUENTIAL_CHUNK_FLOPS = 1e13
+"""A chunk of a program that runs its trajectories one by one holds at most this much work, its
+runs' gradients to the step limit (`max_sequential_chunk`; at least one vector block of runs):
+minutes of one CPU core, so a long sweep reports progress, keeps what it finished if killed and
+splits over shards chunk by chunk. gissin-fig3 (2,500 runs of 3.5e10 flops each to the step limit)
+ran as one chunk of about half an hour; it now runs in 10 of 256. Each run is computed alone, so
+the chunking changes no result."""
+
+
+def max_sequential_chunk(program: Program) -> int:
+    """Largest chunk of a one-by-one program (`SEQUENTIAL_CHUNK_FLOPS`): no bound for a batched one."""
+    if not program.sequential:
+        return 1 << 30
+    run = program.record_steps[-1] * max(program.step_flops, 1.0)
+    return max(1, int(SEQUENTIAL_CHUNK_FLOPS // run))
 
 
 def follows_leading_axis() -> bool:

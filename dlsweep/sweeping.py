@@ -90,7 +90,8 @@ def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str]
                        small: int | None = None) -> int:
     """Chunk size for `n_runs` trajectories from XLA's memory analysis of the chunk program, within
     the memory budget and the backend's useful maximum for its state (`engine.max_chunk`: on CPU,
-    the states of a chunk stay in cache), whole smallest batches of the program
+    the states of a chunk stay in cache) or, one by one, for its work (`engine.max_sequential_chunk`:
+    minutes of a core), whole smallest batches of the program
     (`cycle` seeds of a per-seed layout), then the batch compiled for it (`engine.compiled_batch`),
     so only the last chunk of a group has fillers. A grid no larger than the analysis's probe
     batch, or one whose largest chunk stays far below the budget by a bound found without
@@ -101,7 +102,7 @@ def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str]
     period = cycle if cycle > 1 else None
     multiple = engine.compiled_batch(1, period)
     budget = engine.memory_budget()
-    cap = engine.max_chunk(engine.lockstep_state_bytes(program, hp_names, task))
+    cap = min(engine.max_chunk(engine.lockstep_state_bytes(program, hp_names, task)), engine.max_sequential_chunk(program))
     fixed, per_trajectory = engine.rough_bytes(program, hp_names, task, cycle)
     largest = engine.compiled_batch(min(n_runs, cap), period)
     if n_runs <= engine.PROBE_BATCH or fixed + largest * per_trajectory <= budget // engine.ROUGH_SHARE:
@@ -114,7 +115,10 @@ def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str]
 
 def seed_cycle(sweep: Sweep, program: engine.Program) -> int:
     """The number of seeds of a sweep's per-seed layout (`engine.seed_slots`: the data drawn once
-    per seed, whatever the chunk size); 1 for any other sweep."""
+    per seed, whatever the chunk size); 1 for any other sweep, and for a program that runs its
+    trajectories one by one, each drawing its own seed's data (`engine.run_sequential`)."""
+    if program.sequential:
+        return 1
     return len(engine.seed_slots(program.model, sweep.axes) or ()) or 1
 
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import marked_slow
-from dlsweep import api, engine, spec, store
+from dlsweep import api, engine, spec, store, sweeping
 from dlsweep.models.toy import integer_power
 
 
@@ -441,6 +441,28 @@ def test_a_lockstep_chunk_keeps_its_states_in_cache_on_cpu(monkeypatch):
         monkeypatch.setattr(engine, "SEQUENTIAL_MIN_FLOPS", 0.0)
         size, _, program = chunk_and_state(raw)
         assert program.sequential and size == 1216
+
+
+def test_a_one_by_one_sweep_is_cut_into_chunks_of_bounded_work(tmp_path, monkeypatch):
+    """A program that runs its trajectories one by one holds at most `SEQUENTIAL_CHUNK_FLOPS` of
+    work (runs x steps x gradient flops) per chunk, in whole vector blocks, so a long sweep
+    reports progress and keeps its finished chunks; its runs, each computed alone, are the same
+    bits as in one chunk. A per-seed layout does not apply one by one (`seed_cycle` 1)."""
+    monkeypatch.setattr(engine, "SEQUENTIAL_MIN_FLOPS", 0.0)                   # one by one (this file's default: batched)
+    raw = INVARIANT["diagonal"]
+    sweep = spec.resolve({**raw, "axes": {**raw["axes"], "sigma0": {"logspace": [-2, -1], "num": 34}}})
+    program, _, task = api.compile_inputs(sweep)
+    assert engine.seed_slots(program.model, sweep.axes) == (0, 1, 2)          # data drawn per seed ...
+    assert program.sequential and program.step_flops > 0 and sweeping.seed_cycle(sweep, program) == 1
+    work = program.record_steps[-1] * program.step_flops
+    assert engine.max_sequential_chunk(program) == engine.SEQUENTIAL_CHUNK_FLOPS // work > sweep.n_runs
+    whole = api.run(sweep, out=tmp_path / "whole", progress_bar=False)
+    monkeypatch.setattr(engine, "SEQUENTIAL_CHUNK_FLOPS", 70 * work)         # 70 runs: one block of 64
+    assert api.default_chunk_size(program, sweep.n_runs, list(sweep.axes), task) == engine.LANES
+    cut = api.run(sweep, out=tmp_path / "cut", progress_bar=False)
+    assert (whole.chunks_run, cut.chunks_run) == (1, -(-sweep.n_runs // engine.LANES))
+    for a, b in zip(frames(whole.folder), frames(cut.folder)):
+        assert_identical(a, b)
 
 
 @given(w=st.floats(0.01, 3.0), n=st.integers(1, 9))
