@@ -87,7 +87,7 @@ class SweepResult:
     ran: int                     # runs the per-run loop ran
     agreement: dict[str, float]  # `compare` of those runs with dlsweep's
     rates: str                   # us per computed step, per leading-axis value
-    gradient_flops: float        # of one trajectory's gradient, XLA's cost analysis (`engine.step_cost`)
+    gradient_flops: float        # of one trajectory's gradient, XLA's cost analysis (`Program.step_flops`)
     loop_flops_rate: float       # the loop's gradient flops per second over its sample
 
 
@@ -167,8 +167,7 @@ def measure_sweep(folder: Path, label: str, per_group: int) -> SweepResult:
     agreement = compare(ours, runs.loc[ids], losses, np.asarray(loop.program.record_steps), sweep.stop.check_every)
     leading = next(iter(sweep.axes))
     rates = ", ".join(f"{value:g}: {rate * 1e6:.3g}" for value, rate in zip(sweep.axes[leading], per_step))
-    program, _, task = api.compile_inputs(sweep)
-    flops = engine.step_cost(program, list(sweep.axes), task).flops
+    flops = loop.program.step_flops
     return SweepResult(label, len(runs), int(runs["steps_run"].sum()), None if None in executed else int(sum(executed)),
                        sweep.stop.rel_loss > 0 or sweep.stop.loss > 0, loop.compile_seconds,
                        loop.compile_seconds + float(seconds.sum()) if measured else estimate, measured, len(ids), agreement,

@@ -103,9 +103,9 @@ def run_dlsweep(problem: Problem, chunk_size: int | None = None, workdir: str | 
         runs = store.load(out)
         output_bytes = _folder_bytes(out)
         lean_out = Path(tmp) / "lean"
+        lean_sweep = spec.resolve(spec_dict(problem, trajectories=False), source="benchmarks.toy")
         with timed() as lean:
-            lean_report = api.run(spec.resolve(spec_dict(problem, trajectories=False), source="benchmarks.toy"), out=lean_out,
-                    chunk_size=chunk_size, progress_bar=False)
+            lean_report = api.run(lean_sweep, out=lean_out, chunk_size=chunk_size, progress_bar=False)
         lean_bytes = _folder_bytes(lean_out)
         lean_runs_equal = store.load(lean_out).equals(runs)
         record_points = len(engine.record_steps(sweep.record.schedule, sweep.record.points, sweep.steps))
