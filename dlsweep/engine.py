@@ -4,7 +4,8 @@ chunk of the grid and compiled once per static configuration.
 A trajectory's life, all inside one compiled program:
 
     init_state                     params from the model, the optimizer's state, hits at step 0
-    _steps_with_peak               GD steps of a block, keeping the running maximum of sigma
+    _steps_with_peak               GD steps of a block, keeping per group of steps its start and
+                                   the running maximum of sigma
     _steps_with_hits               the same steps with the first-hitting steps updated after each
     settle                         the check at a block's end: diverged -> restored to the block's
                                    start and frozen; converged -> frozen
@@ -15,7 +16,7 @@ A trajectory's life, all inside one compiled program:
 
 The chunk program scans over record segments; inside a segment a `while_loop` advances the whole
 chunk in blocks of `check_every` steps (`_advance_chunk`: every trajectory with the peak, then
-only those whose peak reached a new level again with exact hits) and ends early once every
+only the groups of steps whose peak may hold a first hit again, with exact hits) and ends early once every
 trajectory is frozen. Frozen trajectories are computed and discarded (SIMD has no per-lane skip),
 so a trajectory's result never depends on which others share its chunk; and every compiled batch
 is whole vector blocks laid out by the sweep alone (`LANES`, `seed_slots`, `COMPILER_OPTIONS`), or
@@ -326,53 +327,86 @@ def _loop(n, step, carry, unroll: int):
 
 def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, n):
     """GD steps start .. start+n-1 (`n` one count for the whole batch, `start` the trajectory's
-    own) with the running maximum of sigma_i / sigma*_i over the states
-    after each step: one max per value and step, enough to tell whether any level was first
-    reached in the block (not kept when no levels are recorded); selections are kept exactly.
-    For a model with `drift_from`, sigma is observed only every `ANCHOR_EVERY` steps and bounded
-    in between (`_anchored_peak`)."""
-    peak = jnp.full(state.hit.shape[:1], -jnp.inf, state.loss0.dtype)
-    inverse_target = 1.0 / task["sigma_star"].astype(peak.dtype) if program.levels else None
-    anchored = program.levels and hook(program.model, "drift_from") is not None
-
-    def step(i, carry, bound=None):
-        params, opt_state, chosen, peak = carry
+    own); selections are kept exactly. With levels, the steps run in groups of `group_steps`, and
+    each group keeps what a replay of it needs (`ReplayGroups`): the state it starts from, which
+    levels sigma had reached there (`_update_hits`' test), and the running maximum of sigma_i /
+    sigma*_i over the states after its steps (one max per value and step). A level not reached at
+    a group's start that its maximum reaches was first reached in that group (`_group_may_reach`).
+    A model that observes sigma exactly at every step runs the block as one group, which starts
+    from the block's state, where the levels reached are those hit. For a model with
+    `drift_from`, sigma is observed exactly only at a group's start (the anchor, A) and bounded
+    after each of its steps by sigma_i(A) + drift, the model's bound on how far any sigma_i can
+    have moved from A (for singular values Weyl's |sigma_i(W) - sigma_i(W_A)| <= ||W - W_A||_F);
+    the bound is never below sigma_i, so the maximum can err only towards a replay. Returns
+    (params, opt_state, chosen, groups or None), the groups with a leading axis of `group_count`."""
+    def plain(i, carry):
+        params, opt_state, chosen = carry
         params, opt_state = _gd_step(program, params, opt_state, hp, task)
-        if program.levels:
-            sigma = bound(params) if anchored else _sigma(program, params, hp, task)
-            peak = jnp.maximum(peak, sigma * inverse_target)
-        return params, opt_state, _update_chosen(program, chosen, params, hp, task, start + i + 1), peak
+        return params, opt_state, _update_chosen(program, chosen, params, hp, task, start + i + 1)
 
-    carry = (state.params, state.opt_state, state.chosen, peak)
-    if not anchored:
-        return _loop(n, step, carry, program.unroll)
-    return _anchored_peak(program, step, carry, hp, task, n)
+    carry = (state.params, state.opt_state, state.chosen)
+    if not program.levels:
+        return (*_loop(n, plain, carry, program.unroll), None)
+    dtype = state.loss0.dtype
+    inverse_target = 1.0 / task["sigma_star"].astype(dtype)
+    no_peak = jnp.full(state.hit.shape[:1], -jnp.inf, dtype)
+
+    def with_peak(first, bound):
+        def step(i, carry):
+            *moved, peak = carry
+            moved = plain(first + i, moved)
+            return (*moved, jnp.maximum(peak, bound(moved[0]) * inverse_target))
+        return step
+
+    if hook(program.model, "drift_from") is None:
+        *moved, peak = _loop(n, with_peak(0, lambda p: _sigma(program, p, hp, task)), (*carry, no_peak), program.unroll)
+        return (*moved, jax.tree.map(lambda x: x[None], ReplayGroups(None, None, state.hit >= 0, peak)))
+    size = group_steps(program)
+
+    def group(g, carry):
+        params, opt_state, chosen, groups = carry
+        sigma, drift = _sigma(program, params, hp, task), program.model.drift_from(params, hp, task)
+        step = with_peak(g * size, lambda p: sigma + drift(p))
+        *moved, peak = _loop(jnp.minimum(size, n - g * size), step, (params, opt_state, chosen, no_peak), program.unroll)
+        this = ReplayGroups(params, opt_state, sigma[:, None] >= _thresholds(program, task, dtype), peak)
+        return (*moved, jax.tree.map(lambda buf, x: buf.at[g].set(x), groups, this))
+
+    empty = ReplayGroups(state.params, state.opt_state, state.hit >= 0, no_peak)
+    groups = jax.tree.map(lambda x: jnp.zeros((group_count(program), *x.shape), x.dtype), empty)
+    return jax.lax.fori_loop(0, (n + size - 1) // size, group, (*carry, groups))
+
+
+@struct.dataclass
+class ReplayGroups:
+    """What `_steps_with_peak` keeps of each group of a block, for its replay."""
+
+    params: Any           # the state the group starts from (None: the block's, for a block of one group)
+    opt_state: Any
+    reached: jax.Array    # (k, n_levels): sigma_i >= levels[l] * sigma*_i at the group's start
+    peak: jax.Array       # (k,): the largest sigma_i / sigma*_i (or its bound) after its steps
 
 
 ANCHOR_EVERY = 16
-"""Steps between exact observations of sigma when the model bounds its drift (`_anchored_peak`).
-Measured on one core, matrix sensing with hits at 3 levels, 3,072 trajectories x 2,000 steps,
-chunks of 64 at d = 10 and 256 at d = 5 (traj-steps/s; executed / needed): d = 10 3.6e5 (1.26)
-at 4, 3.9e5 at 8, 4.1e5 (1.26) at 16, 4.1e5 (1.27) at 32 and 4.2e5 (1.28) at 64; d = 5 (10,002
-trajectories) 2.2e6 (1.19) at 4, 2.4e6 (1.23) at 16. The first-hitting steps are the same: a
-looser bound only replays more blocks."""
+"""Steps of a group (`_steps_with_peak`) for a model with `drift_from`: sigma is observed exactly
+at each group's start, and a group that may hold a first hit is replayed alone (`_advance_chunk`).
+Measured on one core, matrix sensing d = 10 with hits at 3 levels, 1,536 trajectories x 2,000
+steps in chunks of 64 (traj-steps/s; executed / needed): 1.8e5 (1.13) at 8, 1.8e5 (1.21) at 16,
+1.6e5 (1.32) at 32; replaying the whole block instead of the group, 1.25e5 (1.39) at 16 in the
+same hour. The first-hitting steps are the same whatever the group: a looser bound only replays
+more."""
 
 
-def _anchored_peak(program: Program, step, carry, hp, task, n):
-    """The steps of `_steps_with_peak` in groups of `ANCHOR_EVERY`: sigma is observed exactly at
-    the state a group starts from (the anchor, A) and bounded after each of its steps by
-    sigma_i(A) + drift, the model's bound on how far any sigma_i can have moved from A
-    (`drift_from`; for singular values Weyl's |sigma_i(W) - sigma_i(W_A)| <= ||W - W_A||_F). The
-    bound is never below sigma_i, so the peak can err only towards a replay."""
-    def group(g, carry):
-        params = carry[0]
-        anchor_sigma = _sigma(program, params, hp, task)
-        drift = program.model.drift_from(params, hp, task)
-        bound = lambda p: anchor_sigma + drift(p)  # noqa: E731
-        first = g * ANCHOR_EVERY
-        return jax.lax.fori_loop(first, jnp.minimum(first + ANCHOR_EVERY, n), functools.partial(step, bound=bound), carry)
+def group_steps(program: Program) -> int:
+    """Steps of a group of a block: `ANCHOR_EVERY` for a model with `drift_from`, whose replays
+    observe sigma exactly (an SVD) at every step; the whole block for one that observes it
+    exactly at every step anyway, whose replays cost little beside the gathers and loop tests a
+    group adds (the toy benchmark: 16-step groups ran 1.4x slower, replays included)."""
+    return ANCHOR_EVERY if hook(program.model, "drift_from") is not None else program.check_every
 
-    return jax.lax.fori_loop(0, (n + ANCHOR_EVERY - 1) // ANCHOR_EVERY, group, carry)
+
+def group_count(program: Program) -> int:
+    """Groups of `group_steps` in a block of `check_every` steps (the last one may be short)."""
+    return -(-program.check_every // group_steps(program))
 
 
 def _steps_with_hits(program: Program, state: TrajectoryState, hp, task, start, n):
@@ -389,13 +423,14 @@ def _steps_with_hits(program: Program, state: TrajectoryState, hp, task, start, 
 PEAK_MARGIN_ULPS = 8     # sigma * (1 / sigma*) is within 3 ulps of sigma / sigma*: never miss a level
 
 
-def _reached_new_level(program: Program, state: TrajectoryState, peak):
-    """Whether the block's running maximum of sigma_i / sigma*_i (targets > 0) may have reached a
-    level not hit before it; the test leaves a margin of a few ulps for the rounding of the ratio,
-    so it can err only towards a replay, never miss a hit."""
-    margin = 1.0 - PEAK_MARGIN_ULPS * jnp.finfo(peak.dtype).eps
-    levels = jnp.asarray(program.levels, peak.dtype)[None, :] * margin
-    return jnp.any((state.hit < 0) & (peak[:, None] >= levels))
+def _group_may_reach(program: Program, hit, group: ReplayGroups):
+    """Whether a group of a block may hold the first step at which sigma_i reached a level: not
+    hit before the block (`hit`), not reached at the group's start, and reached by the group's
+    running maximum of sigma_i / sigma*_i, tested with a margin of a few ulps for the rounding of
+    the ratio, so that it can err only towards a replay, never miss a hit."""
+    margin = 1.0 - PEAK_MARGIN_ULPS * jnp.finfo(group.peak.dtype).eps
+    levels = jnp.asarray(program.levels, group.peak.dtype)[None, :] * margin
+    return jnp.any((hit < 0) & ~group.reached & (group.peak[:, None] >= levels))
 
 
 def settle(program: Program, state: TrajectoryState, params, opt_state, hit, chosen, hp, task, stop) -> TrajectoryState:
@@ -494,18 +529,20 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
     `n` steps (one count for the batch), first-hitting steps exact; and the trajectory-steps
     computed (`EXECUTED_DTYPE`).
 
-    The block runs once with a running maximum of sigma (cheap); only the live trajectories whose
-    maximum reached a new level are run again from the block's start with a per-step hit test,
-    gathered into sub-batches of `capacity` rows (`replay_capacity`; a batch of one in place), and
-    take that run's result. Each trajectory's result depends on itself alone, never on which others share its batch.
+    The block runs once keeping, per group of `group_steps`, its start and the running
+    maximum of sigma (`_steps_with_peak`, cheap); every group of a live trajectory that may hold a
+    first hit (`_group_may_reach`) is run again from its start with a per-step hit test, for that
+    group alone. The replays are gathered into sub-batches of `capacity` (row, group) pairs
+    (`replay_capacity`), as many rounds as needed, and each level's first hit is the earliest found
+    in any of the row's groups; the block keeps its own steps and takes only hits from a replay,
+    so a trajectory's path never depends on where it was replayed. Each trajectory's result
+    depends on itself alone, never on which others share its batch.
     A batch of one (`run_sequential`), or any batch of a program with `hits_every_step` (an
     accelerator, where the test fuses into the step's kernel), whose model observes sigma at
     every step anyway (no `drift_from`) runs the per-step hit test at once: no peak, no replay,
     one copy of the step in the program."""
     start_axis = 0 if jnp.ndim(start) else None
     batch = state.loss0.shape[0]
-    exact = jax.vmap(functools.partial(_steps_with_hits, program),
-                     (0, hp_axes, _row_axes(task_axes), start_axis, None))
     check = rows_map(functools.partial(settle, program), (0, 0, 0, 0, 0, hp_axes, task_axes, start_axis), period)
     if program.levels and (batch == 1 or program.hits_every_step) and hook(program.model, "drift_from") is None:
         every_step = rows_map(functools.partial(_steps_with_hits, program), (0, hp_axes, task_axes, start_axis, None),
@@ -513,36 +550,43 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
         params, opt_state, hit, chosen = _specialized(lambda h: every_step(state, h, task, start, n), hps, specialized)
         return check(state, params, opt_state, hit, chosen, hps, task, start + n), jnp.asarray(batch * n, EXECUTED_DTYPE)
     fast = rows_map(functools.partial(_steps_with_peak, program), (0, hp_axes, task_axes, start_axis, None), period)
-    params, opt_state, chosen, peak = _specialized(lambda h: fast(state, h, task, start, n), hps, specialized)
-    frozen = state.diverged | state.converged       # its block is discarded: no replay
-    pending = jax.vmap(functools.partial(_reached_new_level, program))(state, peak) & ~frozen
+    params, opt_state, chosen, groups = _specialized(lambda h: fast(state, h, task, start, n), hps, specialized)
+    executed = jnp.asarray(batch * n, EXECUTED_DTYPE)
+    if not program.levels:          # nothing to hit: no replay
+        return check(state, params, opt_state, state.hit, chosen, hps, task, start + n), executed
+    count, size = group_count(program), group_steps(program)
+    lengths = jnp.clip(n - jnp.arange(count) * size, 0, size)          # 0: past the block's end
+    live = ~(state.diverged | state.converged)                          # a frozen row's block is discarded
+    may_reach = jax.vmap(jax.vmap(functools.partial(_group_may_reach, program), (None, 0)))
+    pending = may_reach(state.hit, groups) & (lengths > 0) & live[:, None]          # (rows, groups)
+    exact = jax.vmap(functools.partial(_steps_with_hits, program), (0, hp_axes, _row_axes(task_axes), 0, None))
+    never = jnp.iinfo(STEP_DTYPE).max
 
     def replay(carry):
-        pending, params, opt_state, hit, chosen, rounds = carry
-        rows = jnp.nonzero(pending, size=capacity, fill_value=batch)[0]
-        take = jnp.minimum(rows, batch - 1)
-        sub_hps = _rows(hps, hp_axes, take)
-        sub_task = _rows(task, task_axes, take, period)
+        pending, earliest, executed = carry
+        jobs = jnp.nonzero(pending.reshape(-1), size=capacity, fill_value=batch * count)[0]
+        rows, g = jobs // count, jobs % count          # a filler (row `batch`) replays group 0 of the last row, dropped
+        if batch == 1:      # `run_sequential`: no gather (which made XLA lay out shared data for it, 2x slower steps)
+            take, sub_hps, sub_task = slice(None), hps, task
+        else:
+            take = jnp.minimum(rows, batch - 1)
+            sub_hps, sub_task = _rows(hps, hp_axes, take), _rows(task, task_axes, take, period)
         sub_state = jax.tree.map(lambda x: x[take], state)
-        sub_start = start[take] if start_axis == 0 else start
-        result = _specialized(lambda h: exact(sub_state, h, sub_task, sub_start, n), sub_hps, specialized)
-        put = lambda whole, part: whole.at[rows].set(part, mode="drop")  # noqa: E731
-        params, opt_state, hit, chosen = jax.tree.map(put, (params, opt_state, hit, chosen), result)
-        return pending.at[rows].set(False, mode="drop"), params, opt_state, hit, chosen, rounds + 1
+        if groups.params is not None:       # else the block is one group, which starts from the block's state
+            picked = jax.tree.map(lambda x: x[jnp.minimum(rows, batch - 1), g], (groups.params, groups.opt_state))
+            sub_state = sub_state.replace(params=picked[0], opt_state=picked[1])
+        block_end = (start[take] if start_axis == 0 else start) + n
+        steps = jnp.max(lengths[g])        # one count for the sub-batch: a shorter group runs on, its later hits dropped
+        _, _, found, _ = _specialized(lambda h: exact(sub_state, h, sub_task, block_end - n + g * size, steps), sub_hps,
+                                      specialized)
+        found = jnp.where((found < 0) | (found > _wide(block_end, found)), never, found)
+        earliest = earliest.at[rows].min(found, mode="drop")
+        executed = executed + capacity * steps.astype(EXECUTED_DTYPE)
+        return pending.reshape(-1).at[jobs].set(False, mode="drop").reshape(pending.shape), earliest, executed
 
-    def replay_in_place(_):
-        return _specialized(lambda h: exact(state, h, task, start, n), hps, specialized)
-
-    if not program.levels:
-        hit, rounds = state.hit, jnp.zeros((), STEP_DTYPE)        # nothing to hit: no replay
-    elif batch == 1:      # `run_sequential`: no gather (which made XLA lay out shared data for it, 2x slower steps)
-        params, opt_state, hit, chosen = jax.lax.cond(pending[0], replay_in_place,
-                                                      lambda _: (params, opt_state, state.hit, chosen), None)
-        rounds = pending[0].astype(STEP_DTYPE)
-    else:
-        carry = (pending, params, opt_state, state.hit, chosen, jnp.zeros((), STEP_DTYPE))
-        _, params, opt_state, hit, chosen, rounds = jax.lax.while_loop(lambda c: jnp.any(c[0]), replay, carry)
-    executed = ((batch + rounds * capacity) * n).astype(EXECUTED_DTYPE)
+    carry = (pending, jnp.where(state.hit < 0, never, state.hit), executed)
+    _, earliest, executed = jax.lax.while_loop(lambda c: jnp.any(c[0]), replay, carry)
+    hit = jnp.where(earliest == never, -1, earliest)
     return check(state, params, opt_state, hit, chosen, hps, task, start + n), executed
 
 
