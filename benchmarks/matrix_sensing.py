@@ -422,8 +422,8 @@ per-run rows are timed on a sample spread over the grid and extrapolated.
   chunks that follow the depth axis so the depth is compiled in), compiled once with `engine.compile_chunk`,
   then every chunk called and its results copied to NumPy (`benchmarks.toy.engine_compute`); no tables or files.
   With hits, the first-hitting steps of every (sigma_i, level) are exact per step (the engine observes W every
-  4 steps and bounds the singular values in between by Weyl's inequality, replaying a block exactly where the bound
-  reaches a new level); without, `levels = []`.
+  16 steps and bounds the singular values in between by Weyl's inequality, replaying exactly a group of 16 steps where
+  the bound reaches a new level); without, `levels = []`.
 - **per-run jitted JAX** — one `jax.jit` of a `lax.fori_loop` of GD steps per trajectory (depth compiled in, one
   compile per depth, not timed; `@` products, `jax.grad`), called in a Python loop from the same initial layers as
   dlsweep; with hits, `jnp.linalg.svd` of W before every step and after the last.
@@ -431,7 +431,7 @@ per-run rows are timed on a sample spread over the grid and extrapolated.
   extrapolated per trajectory-step; its hitting steps are compared where either side reached a level within its steps.
 - **components** — kernels of one vmapped step (a jitted `fori_loop` over a chunk-sized batch, depth 3): the GD
   step with dlsweep's `MatrixSensing.product` against `@` chains under vmap, and the singular values
-  (what the engine's running peak needs every 4 steps, and the replays every step) with dlsweep's `MatrixSensing.observe` against `jnp.linalg.svd` under vmap.
+  (what the engine's running peak needs every 16 steps, and the replays every step) with dlsweep's `MatrixSensing.observe` against `jnp.linalg.svd` under vmap.
 """
 
 
