@@ -331,9 +331,9 @@ def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, 
     each group keeps what a replay of it needs (`ReplayGroups`): the state it starts from, which
     levels sigma had reached there (`_update_hits`' test), and the running maximum of sigma_i /
     sigma*_i over the states after its steps (one max per value and step). A level not reached at
-    a group's start that its maximum reaches was first reached in that group (`_group_may_reach`).
-    A model that observes sigma exactly at every step runs the block as one group, which starts
-    from the block's state, where the levels reached are those hit. For a model with
+    a group's start that its maximum reaches may have been first reached in that group
+    (`_group_may_reach`). A block's first group counts as reached the levels hit before it. A
+    model that observes sigma exactly at every step runs the block as one group. For a model with
     `drift_from`, sigma is observed exactly only at a group's start (the anchor, A) and bounded
     after each of its steps by sigma_i(A) + drift, the model's bound on how far any sigma_i can
     have moved from A (for singular values Weyl's |sigma_i(W) - sigma_i(W_A)| <= ||W - W_A||_F);
@@ -368,7 +368,8 @@ def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, 
         sigma, drift = _sigma(program, params, hp, task), program.model.drift_from(params, hp, task)
         step = with_peak(g * size, lambda p: sigma + drift(p))
         *moved, peak = _loop(jnp.minimum(size, n - g * size), step, (params, opt_state, chosen, no_peak), program.unroll)
-        this = ReplayGroups(params, opt_state, sigma[:, None] >= _thresholds(program, task, dtype), peak)
+        reached = jnp.where(g == 0, state.hit >= 0, sigma[:, None] >= _thresholds(program, task, dtype))
+        this = ReplayGroups(params, opt_state, reached, peak)
         return (*moved, jax.tree.map(lambda buf, x: buf.at[g].set(x), groups, this))
 
     empty = ReplayGroups(state.params, state.opt_state, state.hit >= 0, no_peak)
@@ -382,7 +383,7 @@ class ReplayGroups:
 
     params: Any           # the state the group starts from (None: the block's, for a block of one group)
     opt_state: Any
-    reached: jax.Array    # (k, n_levels): sigma_i >= levels[l] * sigma*_i at the group's start
+    reached: jax.Array    # (k, n_levels): sigma_i >= levels[l] * sigma*_i at the group's start (the first: hit)
     peak: jax.Array       # (k,): the largest sigma_i / sigma*_i (or its bound) after its steps
 
 
@@ -456,7 +457,7 @@ def record(program: Program, state: TrajectoryState, hp, task):
     return program.model.loss(params, hp, task), program.model.observe(params, hp, task)
 
 
-REPLAY_FRACTION = 16     # a chunk replays at most 1/16 of its trajectories at once
+REPLAY_FRACTION = 16     # a chunk replays at most 1/16 of its rows' groups at once
 SPECIALIZED_HPS = ("depth",)   # integer axes whose value, when one per chunk, is compiled in
 MAX_SPECIALIZED = 16           # at most this many values (one branch each)
 
@@ -523,6 +524,21 @@ def rows_map(fn, in_axes: tuple, period: int | None = None):
     return call
 
 
+def _anchor_hits(hit, groups: ReplayGroups, lengths, start, size: int, never):
+    """The hits known before any replay, `never` where none: those before the block, and a level
+    first seen reached at the start of a later group (g >= 1) of the block, at that step. A
+    replay of an earlier group finds the crossing at that step or before; where its steps round
+    differently from the block's (another program: per-row data, one row), this keeps the level
+    from being lost, since every later group counts it as reached and is never replayed for it."""
+    count = lengths.shape[0]
+    group = jnp.arange(count)[None, :, None, None]
+    seen = groups.reached & (group > 0) & (lengths[None, :, None, None] > 0)
+    first = jnp.min(jnp.where(seen, group, count), axis=1)                       # (rows, k, levels)
+    row_start = start[:, None, None] if jnp.ndim(start) else start
+    at = jnp.where(first < count, row_start + first * size, never)
+    return jnp.minimum(jnp.where(hit < 0, never, hit), at.astype(hit.dtype))
+
+
 def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task, task_axes, start, n,
                    specialized=(), period=None, capacity=1) -> tuple[TrajectoryState, jax.Array]:
     """Every trajectory of a batch from its step `start` (one for the batch, or one per row) by
@@ -566,8 +582,8 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
         pending, earliest, executed = carry
         jobs = jnp.nonzero(pending.reshape(-1), size=capacity, fill_value=batch * count)[0]
         rows, g = jobs // count, jobs % count          # a filler (row `batch`) replays group 0 of the last row, dropped
-        if batch == 1:      # `run_sequential`: no gather (which made XLA lay out shared data for it, 2x slower steps)
-            take, sub_hps, sub_task = slice(None), hps, task
+        if batch == 1:      # `run_sequential` (capacity 1): no gather of the data (XLA then laid it out for
+            take, sub_hps, sub_task = slice(None), hps, task     # the gather, 2x slower steps)
         else:
             take = jnp.minimum(rows, batch - 1)
             sub_hps, sub_task = _rows(hps, hp_axes, take), _rows(task, task_axes, take, period)
@@ -576,7 +592,7 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
             picked = jax.tree.map(lambda x: x[jnp.minimum(rows, batch - 1), g], (groups.params, groups.opt_state))
             sub_state = sub_state.replace(params=picked[0], opt_state=picked[1])
         block_end = (start[take] if start_axis == 0 else start) + n
-        steps = jnp.max(lengths[g])        # one count for the sub-batch: a shorter group runs on, its later hits dropped
+        steps = jnp.minimum(size, n)        # one count for the batch: a shorter group runs on, its later hits dropped
         _, _, found, _ = _specialized(lambda h: exact(sub_state, h, sub_task, block_end - n + g * size, steps), sub_hps,
                                       specialized)
         found = jnp.where((found < 0) | (found > _wide(block_end, found)), never, found)
@@ -584,7 +600,7 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
         executed = executed + capacity * steps.astype(EXECUTED_DTYPE)
         return pending.reshape(-1).at[jobs].set(False, mode="drop").reshape(pending.shape), earliest, executed
 
-    carry = (pending, jnp.where(state.hit < 0, never, state.hit), executed)
+    carry = (pending, _anchor_hits(state.hit, groups, lengths, start, size, never), executed)
     _, earliest, executed = jax.lax.while_loop(lambda c: jnp.any(c[0]), replay, carry)
     hit = jnp.where(earliest == never, -1, earliest)
     return check(state, params, opt_state, hit, chosen, hps, task, start + n), executed
@@ -923,8 +939,8 @@ def slot_count(batch: int, period: int | None = None, devices: int | None = None
 
 
 def replay_capacity(batch: int, block: int) -> int:
-    """Rows of a replay sub-batch: 1/`REPLAY_FRACTION` of the batch rounded down to whole
-    `block`s (`LANES` on each device), at least one block."""
+    """(row, group) pairs of a replay sub-batch: 1/`REPLAY_FRACTION` of the batch rounded down to
+    whole `block`s (`LANES` on each device), at least one block."""
     return max(block, batch // REPLAY_FRACTION // block * block)
 
 
@@ -1052,7 +1068,8 @@ def lockstep_state_bytes(program: Program, hp_names, task) -> int:
 def rough_bytes(program: Program, hp_names, task, seeds: int = 1) -> tuple[int, int]:
     """A bound on a chunk program's memory without compiling it, (fixed, per trajectory): the task
     and the data drawn for each of `seeds` seeds, and per trajectory its outputs (records and
-    summary, device and `HOST_COPIES`) and `STATE_COPIES` copies of its state (`state_bytes`).
+    summary, device and `HOST_COPIES`) and `STATE_COPIES` copies of its state (`state_bytes`), plus
+    one for each group of a block (the starts its replays may need, `ReplayGroups`).
     Trusted only far below the budget (`ROUGH_SHARE`); the memory analysis of a compiled probe
     (`bytes_per_trajectory`) decides elsewhere."""
     args = _abstract_args(program, 1, hp_names, task)
@@ -1060,7 +1077,8 @@ def rough_bytes(program: Program, hp_names, task, seeds: int = 1) -> tuple[int, 
     draw = hook(program.model, "draw")
     drawn = 0 if draw is None else _tree_bytes(jax.eval_shape(lambda k: draw(k, task), args[0]))
     return (_tree_bytes(task) + seeds * drawn,
-            (1 + HOST_COPIES) * _tree_bytes(outputs) + STATE_COPIES * state_bytes(program, hp_names, task))
+            (1 + HOST_COPIES) * _tree_bytes(outputs)
+            + (STATE_COPIES + group_count(program)) * state_bytes(program, hp_names, task))
 
 
 def bytes_per_trajectory(program: Program, hp_names, task) -> int:
@@ -1151,7 +1169,7 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     of `compiled_batch`, with XLA's `COMPILER_OPTIONS`. `constant` maps the axes with one value per
     chunk to the values they take (`specialized_axes`); `seeds` are the slots of the per-seed
     layout (`seed_slots`); `small` is the batch of a small sweep (`small_sweep_batch`), which runs
-    in lockstep and replays one row per device at a time. A `Program.sequential` runs its
+    in lockstep and replays one (row, group) pair per device at a time. A `Program.sequential` runs its
     trajectories one after another on the first device (`run_sequential`), whatever the layout. With several local devices the batch
     axis is sharded over all of them (a 1-D `NamedSharding` mesh) and the task and key are
     replicated; every device computes the same layout, so the results equal a single-device run

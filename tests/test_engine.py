@@ -619,3 +619,27 @@ def test_no_levels_records_the_same_trajectories_without_hits(tmp_path):
     assert traj_plain.equals(traj_hits)
     same = [c for c in runs_plain.columns]
     assert runs_plain[same].equals(runs_hits[same])
+
+
+def test_a_level_the_block_saw_reached_at_a_group_start_is_hit_there_at_the_latest():
+    """`engine._anchor_hits`, the hits a block knows before its replays: those from before the
+    block, kept, and a level that the block's own exact observation saw reached at the start of
+    a later group (g >= 1), at that step (start + g * size): the first hit is then at most that
+    step even where a replay of an earlier group, another program, rounds its steps differently
+    and finds nothing. Group 0's flags are the levels hit before the block (ignored here), and a
+    group past the block's end (length 0) holds no observation. Expected values by hand: rows of
+    4 groups of 16 steps, the last past the block's end, from step 100 (row 1 from its own step
+    40, as in a refilled slot)."""
+    never = np.iinfo(np.int32).max
+    hit = jnp.asarray([[[-1, 7]], [[-1, -1]]], np.int32)                 # (rows, k = 1, levels = 2)
+    reached = np.zeros((2, 4, 1, 2), bool)                               # (rows, groups, k, levels)
+    reached[0, 0, 0, 0] = True       # group 0: ignored (its flags are the hits before the block)
+    reached[0, 2, 0, :] = True       # level 0 seen at group 2's start; level 1 already hit at 7
+    reached[1, 1, 0, 1] = reached[1, 2, 0, 1] = True      # level 1 seen at groups 1 and 2: the first counts
+    reached[1, 3, 0, 0] = True       # level 0 seen at group 3, which is past this block's end
+    groups = engine.ReplayGroups(None, None, jnp.asarray(reached), jnp.zeros((2, 4, 1)))
+    lengths = jnp.asarray([16, 16, 16, 0])
+    got = engine._anchor_hits(hit, groups, lengths, jnp.asarray([100, 40], np.int32), 16, never)
+    np.testing.assert_array_equal(got, [[[100 + 2 * 16, 7]], [[never, 40 + 16]]])
+    scalar_start = engine._anchor_hits(hit[:1], jax.tree.map(lambda x: x[:1], groups), lengths, 100, 16, never)
+    np.testing.assert_array_equal(scalar_start, got[:1])
