@@ -578,23 +578,24 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
     exact = jax.vmap(functools.partial(_steps_with_hits, program), (0, hp_axes, _row_axes(task_axes), 0, None))
     never = jnp.iinfo(STEP_DTYPE).max
 
+    steps = jnp.minimum(size, n)        # one count for the batch: a shorter group runs on, its later hits dropped
+
     def replay(carry):
         pending, earliest, executed = carry
         jobs = jnp.nonzero(pending.reshape(-1), size=capacity, fill_value=batch * count)[0]
         rows, g = jobs // count, jobs % count          # a filler (row `batch`) replays group 0 of the last row, dropped
+        row = jnp.minimum(rows, batch - 1)
         if batch == 1:      # `run_sequential` (capacity 1): no gather of the data (XLA then laid it out for
             take, sub_hps, sub_task = slice(None), hps, task     # the gather, 2x slower steps)
         else:
-            take = jnp.minimum(rows, batch - 1)
-            sub_hps, sub_task = _rows(hps, hp_axes, take), _rows(task, task_axes, take, period)
+            take, sub_hps, sub_task = row, _rows(hps, hp_axes, row), _rows(task, task_axes, row, period)
         sub_state = jax.tree.map(lambda x: x[take], state)
         if groups.params is not None:       # else the block is one group, which starts from the block's state
-            picked = jax.tree.map(lambda x: x[jnp.minimum(rows, batch - 1), g], (groups.params, groups.opt_state))
+            picked = jax.tree.map(lambda x: x[row, g], (groups.params, groups.opt_state))
             sub_state = sub_state.replace(params=picked[0], opt_state=picked[1])
-        block_end = (start[take] if start_axis == 0 else start) + n
-        steps = jnp.minimum(size, n)        # one count for the batch: a shorter group runs on, its later hits dropped
-        _, _, found, _ = _specialized(lambda h: exact(sub_state, h, sub_task, block_end - n + g * size, steps), sub_hps,
-                                      specialized)
+        group_start = (start[take] if start_axis == 0 else start) + g * size
+        _, _, found, _ = _specialized(lambda h: exact(sub_state, h, sub_task, group_start, steps), sub_hps, specialized)
+        block_end = group_start - g * size + n
         found = jnp.where((found < 0) | (found > _wide(block_end, found)), never, found)
         earliest = earliest.at[rows].min(found, mode="drop")
         executed = executed + capacity * steps.astype(EXECUTED_DTYPE)
