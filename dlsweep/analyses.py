@@ -128,9 +128,9 @@ FASTEST = 0.2      # learning_order's subset: the examples of the top fifth of a
 def accessibility(folder: str | Path, ensembles: int = 2) -> pd.DataFrame:
     """Hacohen & Weinshall's accessibility of each training example (section 4, after Hacohen et
     al. 2020): the share of (network, recorded step >= 1) pairs at which the network classifies it
-    correctly, argmax x Z W = its label (Z the seed's whitening map, or I), per ensemble: the seeds
-    split into `ensembles` consecutive groups of equal size, the other axes at their first value
-    (runs that diverged left out). W is rebuilt from its coordinates along every principal
+    correctly, argmax x Z W = its label (Z the seed's whitening map, or I; in float64), per
+    ensemble: the seeds split into `ensembles` consecutive groups of equal size, the other axes at
+    their first value (runs that diverged left out). W is rebuilt from its coordinates along every principal
     direction, W = U (U^T W) (`[task] pc_weights = "all"`); with a linear record schedule the
     recorded steps are the paper's epochs. Columns: example, ensemble, accessibility."""
     folder = Path(folder)
@@ -146,19 +146,23 @@ def accessibility(folder: str | Path, ensembles: int = 2) -> pd.DataFrame:
         raise incremental.ThresholdError(f"{folder}: {len(seeds)} seeds do not split into {ensembles} ensembles "
                                          f"of equal size")
     traj = load_trajectories(folder)
-    columns = store.vector_columns(traj, "pc_weights")
+    recorded = traj[traj.step > 0]
+    coordinates = recorded[store.vector_columns(traj, "pc_weights")].to_numpy(np.float64)     # (rows, d p)
+    rows_of = recorded.groupby("run_id").indices
     program, _, task = compile_inputs(sweep)
     d, p = sweep.task["d"], sweep.task["p"]
     tables = []
     for ensemble, members in enumerate(np.split(seeds, ensembles)):
         correct, count = 0, 0
-        for _, run in runs[runs.seed.isin(members)].iterrows():
-            drawn = engine.draw_task(program, task, int(run.seed), sweep.seed)
-            path = traj[(traj.run_id == run.run_id) & (traj.step > 0)]
-            w = drawn["pcs"] @ path[columns].to_numpy().reshape(len(path), d, p)      # (steps, d, p), BLAS
-            outputs = (drawn["x"] @ drawn["whitening"]) @ w                                # (steps, n, p)
-            correct = correct + (np.argmax(outputs, axis=2) == drawn["labels"]).sum(axis=0)
-            count += len(path)
+        for run_id, seed in runs.loc[runs.seed.isin(members), ["run_id", "seed"]].itertuples(index=False):
+            drawn = {k: np.asarray(v, np.float64) for k, v in engine.draw_task(program, task, int(seed), sweep.seed).items()}
+            path = coordinates[rows_of[run_id]]                                  # (steps, d p): U^T W per step
+            steps = len(path)
+            # x Z W = (x Z U)(U^T W), every recorded step in one product: (n, d) @ (d, steps p)
+            inputs = drawn["x"] @ drawn["whitening"] @ drawn["pcs"]
+            outputs = inputs @ path.reshape(steps, d, p).transpose(1, 0, 2).reshape(d, steps * p)
+            correct = correct + (np.argmax(outputs.reshape(-1, steps, p), axis=2) == drawn["labels"][:, None]).sum(axis=1)
+            count += steps
         tables.append(pd.DataFrame({"example": np.arange(len(correct)), "ensemble": ensemble,
                                     "accessibility": correct / count}))
     return pd.concat(tables, ignore_index=True)

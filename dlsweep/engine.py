@@ -927,14 +927,25 @@ another, and the last ones of a chunk, which run while the pending ones are gone
 that share of the chunk busy."""
 
 
+SEED_SLOTS = 16
+"""Slots per seed of the refill phase with a per-seed layout (one of `SLOT_ROWS`, so a seed's
+slots are whole vectors, as in lockstep). A seed's slots share its data, and each step multiplies
+that data by their parameters, one product per seed, in XLA's own dot loops (`COMPILER_OPTIONS`),
+which are slow for few columns: a product with gissin-fig3's 80 x 1000 examples and back cost, per
+column (one core of a 2-core Xeon), 9.5 us alone, 58 us with 2 columns, 22 with 4, 11.9 with 8,
+6.6 with 16, 4.2 with 32. More slots per seed leave more of a seed's stragglers beside idle slots.
+azulay-phase (2 seeds, 360 runs each), 8 -> 16 -> 32 slots per seed: its chunks in 97.6-101.7 ->
+73.4-80.8 -> 76.3-82.8 s (runs alternated), executed / needed trajectory-steps 1.005 -> 1.096 ->
+1.194."""
+
+
 def slot_count(batch: int, period: int | None = None, devices: int | None = None) -> int:
     """Slots of the refill phase of a chunk program compiled for `batch` rows: with a per-seed
-    layout of `period` seeds, `SLOT_ROWS[0]` per seed on each device (the seed slot's rows are
-    whole vectors, as in lockstep); else 1/`SLOT_SHARE` of the batch in whole `LANES` blocks per
-    device. Never more than the batch."""
+    layout of `period` seeds, `SEED_SLOTS` per seed on each device; else 1/`SLOT_SHARE` of the
+    batch in whole `LANES` blocks per device. Never more than the batch."""
     devices = devices or len(jax.local_devices())
     if period:
-        return min(batch, period * SLOT_ROWS[0] * devices)
+        return min(batch, period * SEED_SLOTS * devices)
     block = devices * LANES
     return min(batch, max(block, batch // SLOT_SHARE // block * block))
 

@@ -70,13 +70,14 @@ INVARIANT = {
     # the diagonal network with 12 examples drawn per seed: the per-seed layout of a batch-first model
     "diagonal": {"name": "dg", "model": "diagonal", "steps": 1000, "dtype": "float32", "seed": 5,
                  "task": {"w_star": [2.0, -1.0, 0.5], "d": 5, "examples": 12, "loss": "squared"},
-                 "axes": {"depth": [2, 3], "sigma0": {"logspace": [-2, -1], "num": 8}, "lr": [0.05],
+                 "axes": {"depth": [2, 3], "sigma0": {"logspace": [-2, -1], "num": 12}, "lr": [0.05],
                           "seed": [0, 1, 2]},
                  "record": {"points": 12}, "stop": {"rel_loss": 1e-3}},
     # matrix sensing whose runs converge at different steps: slots of a per-seed layout refilled
+    # (24 runs per seed, more than its `engine.SEED_SLOTS`)
     "matrix_sensing_stops": {"name": "mss", "model": "matrix_sensing", "steps": 300, "dtype": "float32", "seed": 5,
                              "task": {"sigma_star": [3.0, 2.0, 1.0], "d": 3, "measurements": 6, "init": "gaussian"},
-                             "axes": {"depth": [2], "sigma0": {"logspace": [-3, -1], "num": 16}, "lr": [0.05],
+                             "axes": {"depth": [2], "sigma0": {"logspace": [-3, -1], "num": 24}, "lr": [0.05],
                                       "seed": [0, 1, 2]},
                              "record": {"points": 12, "levels": []}, "stop": {"rel_loss": 1e-2}},
     # the deep diagonal network over depth x sigma0 x shape, its dataset drawn once for the chunk
@@ -107,6 +108,9 @@ def assert_identical(a, b):
         assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), name
 
 
+REFILLED = ("diagonal", "matrix_sensing_stops", "linear_net")     # runs that converge, more per seed than slots
+
+
 @pytest.mark.parametrize("refill", [False, True], ids=["as-is", "refill"])
 # slow: each compiles its family's program at three sizes, 10-35 s on 2 cores
 @pytest.mark.parametrize("family", marked_slow(INVARIANT, {"matrix_sensing", "matrix_sensing_stops", "linear_net", "diagonal"}))
@@ -115,13 +119,21 @@ def test_chunk_size_changes_no_bit(tmp_path, monkeypatch, family, refill):
     trajectories tables: every compiled batch is whole vector blocks (`engine.LANES`), seed slots
     of `engine.SLOT_ROWS` rows, XLA's thread split and library fusions off, and a chunk's rows
     sit at their seed slot among frozen fillers. With the refill phase compiled in whatever the
-    work (`engine.REFILL_MIN_FLOPS`), the default chunk of a grid over 64 runs refills slots
-    (`engine.slot_count`) while chunks of 13 and 64 run in lockstep: the same bits."""
+    work (`engine.REFILL_MIN_FLOPS`), the default chunk of the sweeps in `REFILLED` refills
+    fewer slots than it has rows (`engine.slot_count`; checked) while chunks of 13 and 64 run in
+    lockstep: the same bits."""
     if refill:
         monkeypatch.setattr(engine, "REFILL_MIN_FLOPS", 0.0)
     sweep = spec.resolve(INVARIANT[family])
-    tables = [frames(api.run(sweep, out=tmp_path / str(size), chunk_size=size, progress_bar=False).folder)
-              for size in (13, 64, None)]
+    folders = [api.run(sweep, out=tmp_path / str(size), chunk_size=size, progress_bar=False).folder
+               for size in (13, 64, None)]
+    if refill and family in REFILLED:
+        program = api.compile_inputs(sweep)[0]
+        period = sweeping.seed_cycle(sweep, program)
+        period = period if period > 1 else None
+        batch = engine.compiled_batch(store.read_manifest(folders[-1])["chunk_size"], period)
+        assert program.refill_from < sweep.steps and engine.slot_count(batch, period) < batch
+    tables = [frames(folder) for folder in folders]
     for other in tables[1:]:
         for a, b in zip(tables[0], other):
             assert_identical(a, b)
