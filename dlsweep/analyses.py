@@ -155,11 +155,12 @@ def accessibility(folder: str | Path, ensembles: int = 2) -> pd.DataFrame:
     for ensemble, members in enumerate(np.split(seeds, ensembles)):
         correct, count = 0, 0
         for run_id, seed in runs.loc[runs.seed.isin(members), ["run_id", "seed"]].itertuples(index=False):
-            drawn = {k: np.asarray(v, np.float64) for k, v in engine.draw_task(program, task, int(seed), sweep.seed).items()}
+            drawn = engine.draw_task(program, task, int(seed), sweep.seed)
             path = coordinates[rows_of[run_id]]                                  # (steps, d p): U^T W per step
             steps = len(path)
             # x Z W = (x Z U)(U^T W), every recorded step in one product: (n, d) @ (d, steps p)
-            inputs = drawn["x"] @ drawn["whitening"] @ drawn["pcs"]
+            x, whitening, pcs = (np.asarray(drawn[name], np.float64) for name in ("x", "whitening", "pcs"))
+            inputs = x @ whitening @ pcs
             outputs = inputs @ path.reshape(steps, d, p).transpose(1, 0, 2).reshape(d, steps * p)
             correct = correct + (np.argmax(outputs.reshape(-1, steps, p), axis=2) == drawn["labels"][:, None]).sum(axis=1)
             count += steps

@@ -254,21 +254,21 @@ class TrajectoryState:
     converged: jax.Array
 
 
-def _thresholds(program: Program, task, dtype):
-    """levels[l] * sigma*_i, shape (k, n_levels)."""
-    return jnp.asarray(program.levels, dtype)[None, :] * task["sigma_star"][:, None].astype(dtype)
-
-
 def _sigma(program: Program, params, hp, task):
     return program.model.observe(params, hp, task)["sigma"]
+
+
+def _reached(program: Program, sigma, task):
+    """sigma_i >= levels[l] * sigma*_i, shape (k, n_levels)."""
+    thresholds = jnp.asarray(program.levels, sigma.dtype)[None, :] * task["sigma_star"][:, None].astype(sigma.dtype)
+    return sigma[:, None] >= thresholds
 
 
 def _update_hits(program: Program, hit, params, hp, task, step):
     """hit[i, l] <- step where it is still -1 and sigma_i >= levels[l] * sigma*_i."""
     if not program.levels:
         return hit
-    sigma = _sigma(program, params, hp, task)
-    reached = sigma[:, None] >= _thresholds(program, task, sigma.dtype)
+    reached = _reached(program, _sigma(program, params, hp, task), task)
     return jnp.where((hit < 0) & reached, jnp.asarray(step, STEP_DTYPE), hit)
 
 
@@ -329,7 +329,7 @@ def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, 
     """GD steps start .. start+n-1 (`n` one count for the whole batch, `start` the trajectory's
     own); selections are kept exactly. With levels, the steps run in groups of `group_steps`, and
     each group keeps what a replay of it needs (`ReplayGroups`): the state it starts from, which
-    levels sigma had reached there (`_update_hits`' test), and the running maximum of sigma_i /
+    levels sigma had reached there (`_reached`), and the running maximum of sigma_i /
     sigma*_i over the states after its steps (one max per value and step). A level not reached at
     a group's start that its maximum reaches may have been first reached in that group
     (`_group_may_reach`). A block's first group counts as reached the levels hit before it. A
@@ -368,7 +368,7 @@ def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, 
         sigma, drift = _sigma(program, params, hp, task), program.model.drift_from(params, hp, task)
         step = with_peak(g * size, lambda p: sigma + drift(p))
         *moved, peak = _loop(jnp.minimum(size, n - g * size), step, (params, opt_state, chosen, no_peak), program.unroll)
-        reached = jnp.where(g == 0, state.hit >= 0, sigma[:, None] >= _thresholds(program, task, dtype))
+        reached = jnp.where(g == 0, state.hit >= 0, _reached(program, sigma, task))
         this = ReplayGroups(params, opt_state, reached, peak)
         return (*moved, jax.tree.map(lambda buf, x: buf.at[g].set(x), groups, this))
 

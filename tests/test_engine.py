@@ -129,8 +129,7 @@ def test_chunk_size_changes_no_bit(tmp_path, monkeypatch, family, refill):
                for size in (13, 64, None)]
     if refill and family in REFILLED:
         program = api.compile_inputs(sweep)[0]
-        period = sweeping.seed_cycle(sweep, program)
-        period = period if period > 1 else None
+        period = sweeping._seed_period(sweep, program)
         batch = engine.compiled_batch(store.read_manifest(folders[-1])["chunk_size"], period)
         assert program.refill_from < sweep.steps and engine.slot_count(batch, period) < batch
     tables = [frames(folder) for folder in folders]
