@@ -936,7 +936,7 @@ column (one core of a 2-core Xeon), 9.5 us alone, 58 us with 2 columns, 22 with 
 6.6 with 16, 4.2 with 32. More slots per seed leave more of a seed's stragglers beside idle slots.
 azulay-phase (2 seeds, 360 runs each), 8 -> 16 -> 32 slots per seed: its chunks in 97.6-101.7 ->
 73.4-80.8 -> 76.3-82.8 s (runs alternated), executed / needed trajectory-steps 1.005 -> 1.096 ->
-1.194."""
+1.194; alternated again in a quieter hour, 8 -> 16 slots: 76.5-77.5 -> 66.0-66.4 s (1.16x)."""
 
 
 def slot_count(batch: int, period: int | None = None, devices: int | None = None) -> int:
