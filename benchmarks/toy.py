@@ -5,12 +5,20 @@ once, then every chunk with results copied to NumPy, no tables or files), the wh
 call (compile, chunks, pandas tables and Parquet writing, the writing of one chunk overlapped with
 the computing of the next), and the whole call without the trajectories table (`[record]
 trajectories = false`, its runs table checked equal to the first's).
+
+`overlap` measures the first two again in a child process that may use this process's core and one
+more (`python -m benchmarks.toy --overlap`): there the writing of a chunk runs on the second core
+while the first computes the next, as on any machine with more than one core.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -129,6 +137,55 @@ def run_dlsweep(problem: Problem, chunk_size: int | None = None, workdir: str | 
         runs=runs, checks=checks)
 
 
+def with_another_core(own: set[int], online: set[int]) -> set[int] | None:
+    """This process's cores and the lowest-numbered other core of the machine; None when it has
+    no other."""
+    others = sorted(online - own)
+    return own | {others[0]} if others else None
+
+
+@dataclasses.dataclass
+class Overlap:
+    cores: list[int]
+    engine: float            # s: the chunk programs alone (engine_compute), best of `repeats`
+    whole: float             # s: the whole api.run call less its own compile, best of `repeats`
+    repeats: int
+
+
+def overlap(problem: Problem, cores: set[int], chunk_size: int | None = None, workdir: str | None = None,
+            repeats: int = 2) -> Overlap:
+    """The chunk programs alone and the whole `api.run` call less its compile (wall times),
+    alternated `repeats` times, best of each, in a child process started on `cores` (so XLA sees
+    them all)."""
+    config = {"n_sigma0": problem.n_sigma0, "steps": problem.steps, "chunk_size": chunk_size, "workdir": workdir,
+              "repeats": repeats}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.toy", "--overlap", json.dumps(config)],
+                          preexec_fn=lambda: os.sched_setaffinity(0, cores), capture_output=True, text=True,
+                          cwd=Path(__file__).parent.parent)
+    if done.returncode:
+        raise SystemExit(f"benchmarks.toy --overlap failed on cores {sorted(cores)}:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.splitlines()[-1])
+    return Overlap(sorted(cores), result["engine"], result["whole"], repeats)
+
+
+def _overlap_child(config: dict) -> dict[str, float]:
+    """`overlap`'s measurements, in this process: the best engine pass and the best whole call
+    less its compile, wall seconds."""
+    from dlsweep import api, spec
+
+    problem = Problem(n_sigma0=config["n_sigma0"], steps=config["steps"])
+    sweep = spec.resolve(spec_dict(problem), source="benchmarks.toy")
+    engine, whole = [], []
+    for _ in range(config["repeats"]):
+        engine.append(engine_compute(sweep, config["chunk_size"])[1].wall)
+        with tempfile.TemporaryDirectory(prefix="dlsweep-bench-", dir=config["workdir"]) as tmp:
+            with timed() as total:
+                report = api.run(sweep, out=Path(tmp) / sweep.name, chunk_size=config["chunk_size"],
+                                 progress_bar=False)
+        whole.append(total.wall - report.compile_seconds)
+    return {"engine": min(engine), "whole": min(whole)}
+
+
 def hits_of(runs, run_ids: np.ndarray) -> np.ndarray:
     """dlsweep's first-hitting steps of `run_ids`, shape (m, k, n_levels)."""
     from dlsweep import store
@@ -136,3 +193,9 @@ def hits_of(runs, run_ids: np.ndarray) -> np.ndarray:
     columns = store.hit_columns(len(SIGMA_STAR), LEVELS)
     table = runs.set_index("run_id").loc[run_ids, columns].to_numpy()
     return table.reshape(len(run_ids), len(SIGMA_STAR), len(LEVELS))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.toy")
+    parser.add_argument("--overlap", required=True, help="`overlap`'s settings as JSON (it starts this)")
+    print(json.dumps(_overlap_child(json.loads(parser.parse_args().overlap))))
