@@ -17,6 +17,9 @@ per-run jit  per sweep, `per_run.PerRun`: one compile (timed), then N runs per v
              the steps all runs of that value needed (dlsweep's steps_run). A sweep estimated under
              RUN_ALL_BELOW seconds has its remaining runs run too, and its time is measured.
              The loop writes no files, draws no figures and runs no comparator, which favours it.
+             Before the first row the process has initialized JAX (a matrix product compiled and
+             timed) and matplotlib (one small figure saved), so no row pays a process's one-time
+             costs (`benchmarks.startup` times those).
 agreement    on every run the per-run loop ran: the same outcome (diverged / converged / neither)
              and steps_run within one check interval (`check_every`) of dlsweep's (the two check
              the stop rule at different steps), and the loss within LOSS_RTOL relative or
@@ -287,7 +290,9 @@ def render(results: list[Result], info: dict[str, str], per_group: int, matmul_r
         "against the per-run jitted JAX loop of `benchmarks/per_run.py` (one `jax.jit` of a whole trajectory, "
         "compile included, called once per run, each run stopped by the sweep's rule). Per-run times are measured "
         f"where a sweep's estimate is under {RUN_ALL_BELOW:g} s, else extrapolated from {per_group} runs per value "
-        "of the leading axis by the trajectory-steps the runs need. See `benchmarks/reproductions.py`.", "",
+        "of the leading axis by the trajectory-steps the runs need. Before the first row the process has "
+        "initialized JAX (a matrix product compiled) and matplotlib (one small figure saved), so no row pays the "
+        "process's one-time costs. See `benchmarks/reproductions.py`.", "",
         "## Machine", "", report.info_block(info), "",
         "## Result", "",
         "| reproduction | trajectories | dlsweep s (end to end, cold) | of which sweeps s (compiling) "
@@ -318,12 +323,32 @@ def render(results: list[Result], info: dict[str, str], per_group: int, matmul_r
     ])
 
 
+def warm_figures() -> None:
+    """matplotlib's one-time costs (its import, the font list, the mathtext parser), paid here
+    by one small figure in dlsweep's style, so that the first reproduction is measured as the
+    others are; `benchmarks.startup` times a fresh process's imports."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from dlsweep import plot
+
+    with matplotlib.rc_context(fname=plot.STYLE), tempfile.TemporaryDirectory() as folder:
+        figure = Figure(figsize=(2, 2), layout="constrained")
+        FigureCanvasAgg(figure)
+        axes = figure.subplots()
+        axes.loglog([1e-3, 1e-1], [1, 10])
+        axes.set_xlabel(r"$\sigma_0$")
+        figure.savefig(Path(folder) / "warm.png")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     info = machine_info(MODULE) | {"DLSWEEP_CACHE_DIR": os.environ.get("DLSWEEP_CACHE_DIR", "(unset)")}
     results = []
-    matmul_rate = matmul_flops_rate()
+    matmul_rate = matmul_flops_rate()      # also JAX's backend and a first compile, before any row
     log(f"float32 {MATMUL_SIZE}^3 matrix product: {matmul_rate / 1e9:.0f} GFLOP/s")
+    warm_figures()
     with tempfile.TemporaryDirectory() as cache:      # JAX opens its persistent cache once per process
         for name in args.names:
             results.append(measure(name, args.sample, cache))

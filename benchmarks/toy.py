@@ -155,13 +155,12 @@ class Overlap:
 def overlap(problem: Problem, cores: set[int], chunk_size: int | None = None, workdir: str | None = None,
             repeats: int = 2) -> Overlap:
     """The chunk programs alone and the whole `api.run` call less its compile (wall times),
-    alternated `repeats` times, best of each, in a child process started on `cores` (so XLA sees
-    them all)."""
-    config = {"n_sigma0": problem.n_sigma0, "steps": problem.steps, "chunk_size": chunk_size, "workdir": workdir,
-              "repeats": repeats}
+    alternated `repeats` times, best of each, in a child process that moves to `cores` before it
+    imports JAX (so XLA sees them all)."""
+    config = {"cores": sorted(cores), "n_sigma0": problem.n_sigma0, "steps": problem.steps, "chunk_size": chunk_size,
+              "workdir": workdir, "repeats": repeats}
     done = subprocess.run([sys.executable, "-m", "benchmarks.toy", "--overlap", json.dumps(config)],
-                          preexec_fn=lambda: os.sched_setaffinity(0, cores), capture_output=True, text=True,
-                          cwd=Path(__file__).parent.parent)
+                          capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     if done.returncode:
         raise SystemExit(f"benchmarks.toy --overlap failed on cores {sorted(cores)}:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.splitlines()[-1])
@@ -171,6 +170,7 @@ def overlap(problem: Problem, cores: set[int], chunk_size: int | None = None, wo
 def _overlap_child(config: dict) -> dict[str, float]:
     """`overlap`'s measurements, in this process: the best engine pass and the best whole call
     less its compile, wall seconds."""
+    os.sched_setaffinity(0, config["cores"])
     from dlsweep import api, spec
 
     problem = Problem(n_sigma0=config["n_sigma0"], steps=config["steps"])

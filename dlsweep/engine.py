@@ -1077,20 +1077,39 @@ def lockstep_state_bytes(program: Program, hp_names, task) -> int:
     return state_bytes(program, hp_names, task)
 
 
+def trajectory_shapes(program: Program, hp_names, task) -> tuple[TrajectoryState, dict, tuple]:
+    """The shapes of one trajectory's state at init, its summaries (the model's `summarize`, {}
+    without one) and one record (`record`: the loss and the observations), the data the model
+    draws included; traced (`jax.eval_shape`), never compiled, and much cheaper than tracing the
+    chunk program: its gradient and loops are left out."""
+    model = program.model
+
+    def one(key, hp, task):
+        draw = hook(model, "draw")
+        task = task if draw is None else task | draw(key, task)
+        state = init_state(program, key, hp, task)
+        summarize = hook(model, "summarize")
+        return state, {} if summarize is None else summarize(state.params, hp, task), record(program, state, hp, task)
+
+    hp = {name: jax.ShapeDtypeStruct((), np.int32 if name in INTEGER_HPS else program.dtype) for name in hp_names}
+    return jax.eval_shape(one, jax.eval_shape(jax.random.key, 0), hp, task)
+
+
 def rough_bytes(program: Program, hp_names, task, seeds: int = 1) -> tuple[int, int]:
     """A bound on a chunk program's memory without compiling it, (fixed, per trajectory): the task
-    and the data drawn for each of `seeds` seeds, and per trajectory its outputs (records and
-    summary, device and `HOST_COPIES`) and `STATE_COPIES` copies of its state (`state_bytes`), plus
-    one for each group of a block (the starts its replays may need, `ReplayGroups`).
-    Trusted only far below the budget (`ROUGH_SHARE`); the memory analysis of a compiled probe
-    (`bytes_per_trajectory`) decides elsewhere."""
-    args = _abstract_args(program, 1, hp_names, task)
-    outputs = jax.eval_shape(lambda *a: run_chunk(program, *a), *args)
+    and the data drawn for each of `seeds` seeds, and per trajectory its outputs (device and
+    `HOST_COPIES`: its records, and its summary, bounded by its state, which holds the stop flags,
+    the step and the hits, plus the model's summaries) and `STATE_COPIES` copies of its state,
+    plus one for each group of a block (the starts its replays may need, `ReplayGroups`); all
+    from `trajectory_shapes`. Trusted only far below the budget (`ROUGH_SHARE`); the memory
+    analysis of a compiled probe (`bytes_per_trajectory`) decides elsewhere."""
+    state, summary, one_record = trajectory_shapes(program, hp_names, task)
+    state_size = _tree_bytes(state)
+    outputs = state_size + _tree_bytes(summary) + len(program.record_steps) * _tree_bytes(one_record)
     draw = hook(program.model, "draw")
-    drawn = 0 if draw is None else _tree_bytes(jax.eval_shape(lambda k: draw(k, task), args[0]))
+    drawn = 0 if draw is None else _tree_bytes(jax.eval_shape(lambda k: draw(k, task), jax.eval_shape(jax.random.key, 0)))
     return (_tree_bytes(task) + seeds * drawn,
-            (1 + HOST_COPIES) * _tree_bytes(outputs)
-            + (STATE_COPIES + group_count(program)) * state_bytes(program, hp_names, task))
+            (1 + HOST_COPIES) * outputs + (STATE_COPIES + group_count(program)) * state_size)
 
 
 def bytes_per_trajectory(program: Program, hp_names, task) -> int:

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from dlsweep import engine
-from dlsweep.model import INTEGER_HPS, hook
+
 
 # The flat grid (`grid.build`) holds one 8-byte value per trajectory and axis, and what reads a
 # whole run folder back (`store.load`: the outcome of a run, `show`) a few times more; nothing
@@ -86,23 +86,12 @@ class Columns:
 
     @classmethod
     def of(cls, program: engine.Program, hp_names: list[str], task: dict) -> Columns:
-        """From the shapes of one trajectory's state, records and summaries (`jax.eval_shape`:
-        traced, not compiled)."""
-        model = program.model
-
-        def one(key, hp, task):
-            draw = hook(model, "draw")
-            task = task if draw is None else task | draw(key, task)
-            state = engine.init_state(program, key, hp, task)
-            summarize = hook(model, "summarize")
-            summary = {} if summarize is None else summarize(state.params, hp, task)
-            return state.hit, state.chosen, summary, engine.record(program, state, hp, task)
-
-        hp = {name: jax.ShapeDtypeStruct((), np.int32 if name in INTEGER_HPS else program.dtype) for name in hp_names}
-        hit, chosen, summary, records = jax.eval_shape(one, jax.eval_shape(jax.random.key, 0), hp, task)
+        """From the shapes of one trajectory's state, records and summaries
+        (`engine.trajectory_shapes`)."""
+        state, summary, records = engine.trajectory_shapes(program, hp_names, task)
         # run_id, final_loss, diverged, converged, steps_run; `selected` and `selected_at` hold
         # up to one entry per feature each
-        return cls(5 + _size(hit) + 2 * _size(chosen) + _size(summary), _size(records))
+        return cls(5 + _size(state.hit) + 2 * _size(state.chosen) + _size(summary), _size(records))
 
 
 def _size(tree) -> int:
