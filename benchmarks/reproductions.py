@@ -16,7 +16,9 @@ per-run jit  per sweep, `per_run.PerRun`: one compile (timed), then N runs per v
              the compile plus, per leading-axis value, the sample's seconds per computed step times
              the steps all runs of that value needed (dlsweep's steps_run). A sweep estimated under
              RUN_ALL_BELOW seconds has its remaining runs run too, and its time is measured.
-             The loop writes no files, draws no figures and runs no comparator, which favours it.
+             The loop writes no files, draws no figures, runs no comparator, and has each seed's
+             data drawn (`engine.draw_task`, its compile included) before it is timed, which
+             favours it.
              Before the first row the process has initialized JAX (a matrix product compiled and
              timed) and matplotlib (one small figure saved), so no row pays a process's one-time
              costs (`benchmarks.startup` times those).
