@@ -11,7 +11,10 @@ dlsweep      `reproduce.run(name)` into a temporary folder, timed from outside: 
              and run: chunks and Parquet, no thresholds or figures). From the chunk records: the
              trajectory-steps the runs needed to their stops (`traj_steps`) and those the chunk
              programs computed (`executed_traj_steps`: lockstep blocks, fillers, hit replays).
-per-run jit  per sweep, `per_run.PerRun`: one compile (timed), then N runs per value of the leading
+per-run jit  per sweep, `per_run.PerRun`: one compile (timed; from a compilation cache of the
+             reproduction's own, so a sweep after its first may load the same program, as one
+             script calling one jitted function would, and none compiled for another
+             reproduction), then N runs per value of the leading
              axis (evenly spread over its block of run ids), each to its own stop; its time is
              the compile plus, per leading-axis value, the sample's seconds per computed step times
              the steps all runs of that value needed (dlsweep's steps_run). A sweep estimated under
@@ -42,6 +45,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pandas as pd
+from jax._src import compilation_cache
 
 from benchmarks import report
 from benchmarks.common import accelerator, machine_info, on_device
@@ -179,17 +183,30 @@ def measure_sweep(folder: Path, label: str, per_group: int) -> SweepResult:
                        f"{leading} {rates}", flops, flops * float(ours["executed"].sum() / seconds.sum()))
 
 
-def measure(name: str, per_group: int, cache: str) -> Result:
-    """dlsweep's whole reproduction, then the per-run loop on each of its sweeps. JAX's x64 mode,
-    which a float64 sweep switches on, is restored afterwards, so it does not carry over to the
-    next reproduction."""
+def fresh_cache(folder: str) -> None:
+    """JAX's persistent compilation cache in `folder`, on. JAX opens its cache once and then keeps
+    using it, whatever `jax_enable_compilation_cache` says later, so it is reset first
+    (`compilation_cache.reset_cache`, JAX's way back to an unopened cache)."""
+    compilation_cache.reset_cache()
+    os.environ[engine.CACHE_ENV] = folder
+    jax.config.update("jax_enable_compilation_cache", True)
+    engine.use_compilation_cache()
+
+
+def measure(name: str, per_group: int) -> Result:
+    """dlsweep's whole reproduction, then the per-run loop on each of its sweeps, each with a
+    compilation cache of its own that starts empty: dlsweep's cold run compiles every program
+    (its warm run loads them), the per-run loop compiles its first sweep's trajectory and may load
+    it for the reproduction's other sweeps (one script calling one jitted function), and nothing
+    either compiled for an earlier reproduction is found. JAX's x64 mode, which a float64 sweep
+    switches on, is restored afterwards, so it does not carry over to the next reproduction."""
     if reproduce.REPRODUCTIONS[name].draw is not None:
         return Result(name)
     x64, cache_setting = jax.config.jax_enable_x64, os.environ.get(engine.CACHE_ENV)
     try:
-        with tempfile.TemporaryDirectory() as scratch:
-            os.environ[engine.CACHE_ENV] = cache          # holds no program of this reproduction yet
-            jax.config.update("jax_enable_compilation_cache", True)
+        with (tempfile.TemporaryDirectory() as scratch, tempfile.TemporaryDirectory() as ours,
+              tempfile.TemporaryDirectory() as loops):
+            fresh_cache(ours)
             seconds, runs = [], []
             for attempt in ("cold", "warm"):
                 if attempt == "warm" and seconds[0] > WARM_BELOW:
@@ -199,11 +216,12 @@ def measure(name: str, per_group: int, cache: str) -> Result:
                 runs.append(reproduce.run(name, out_root=Path(scratch) / attempt, progress_bar=False).runs)
                 seconds.append(time.perf_counter() - start)
                 log(f"    {seconds[-1]:.1f} s")
-            jax.config.update("jax_enable_compilation_cache", False)     # the per-run loop compiles afresh
+            fresh_cache(loops)
             result = Result(name, *seconds, sweep_seconds=sum(r.compile_seconds + r.run_seconds for r in runs[0]),
                             compile_seconds=sum(r.compile_seconds for r in runs[0]))
             for folder in run_folders(name, Path(scratch) / "cold"):
                 result.sweeps.append(measure_sweep(folder, folder.name, per_group))
+            compilation_cache.reset_cache()
     finally:
         jax.config.update("jax_enable_x64", x64)
         if cache_setting is None:
@@ -312,7 +330,9 @@ def render(results: list[Result], info: dict[str, str], per_group: int, matmul_r
         "Cold: the first run, every chunk program compiled (into an empty "
         "persistent cache); warm: the same reproduction again, as a user's second run, its programs loaded from "
         f"dlsweep's compilation cache (on by default; measured where the cold run took under {WARM_BELOW:g} s, "
-        "where compiling is a sizeable share); the per-run loop's compile is always included. Executed / needed: the trajectory-steps dlsweep's chunk programs computed "
+        "where compiling is a sizeable share); the per-run loop's compile is always included, from a cache of the "
+        "reproduction's own (its later sweeps may load the first's program; nothing compiled for another "
+        "reproduction is found, by either side). Executed / needed: the trajectory-steps dlsweep's chunk programs computed "
         "(blocks run in lockstep, fillers, hit replays) over those its runs needed to their stops. Agreement: a run "
         "agrees when its stop does (same outcome, steps_run within one check interval) and its loss does (within "
         f"{LOSS_RTOL:g} relative or {LOSS_ATOL:g} absolute: the final loss where both stopped at the same step, "
@@ -351,12 +371,11 @@ def main(argv=None) -> int:
     matmul_rate = matmul_flops_rate()      # also JAX's backend and a first compile, before any row
     log(f"float32 {MATMUL_SIZE}^3 matrix product: {matmul_rate / 1e9:.0f} GFLOP/s")
     warm_figures()
-    with tempfile.TemporaryDirectory() as cache:      # JAX opens its persistent cache once per process
-        for name in args.names:
-            results.append(measure(name, args.sample, cache))
-            markdown = render(results, info, args.sample, matmul_rate)
-            if args.write:                            # after each reproduction: an interrupted run keeps its rows
-                report.write_section(RESULTS, markdown)
+    for name in args.names:
+        results.append(measure(name, args.sample))
+        markdown = render(results, info, args.sample, matmul_rate)
+        if args.write:                            # after each reproduction: an interrupted run keeps its rows
+            report.write_section(RESULTS, markdown)
     print(markdown)
     if args.write:
         log(f"wrote the reproductions section of {RESULTS}")
