@@ -1054,18 +1054,25 @@ def _tree_bytes(tree) -> int:
     return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))
 
 
+def trajectory_shapes(program: Program, hp_names, task) -> tuple[TrajectoryState, dict, tuple]:
+    """The shapes of one trajectory's state at init, its summaries (the model's `summarize`, {}
+    without one) and one record (`record`: the loss and the observations), the data the model
+    draws included (`_one_trajectory`); traced (`jax.eval_shape`), never compiled, and much cheaper
+    than tracing the chunk program: its gradient and loops are left out."""
+    summarize = hook(program.model, "summarize")
+
+    def one(key, hp, task):
+        state = init_state(program, key, hp, task)
+        return state, {} if summarize is None else summarize(state.params, hp, task), record(program, state, hp, task)
+
+    _, hp, full = _one_trajectory(program, hp_names, task)
+    return jax.eval_shape(one, jax.eval_shape(jax.random.key, 0), hp, full)
+
+
 def state_bytes(program: Program, hp_names, task) -> int:
     """Bytes of one trajectory's state (parameters, optimizer state, hits, stop flags), from
-    `jax.eval_shape` of its initialization."""
-    key, run_ids, _, hps, _ = _abstract_args(program, 1, hp_names, task)
-
-    def initial(key, run_ids, hps, task):
-        hp_axes = {name: 0 for name in hps}
-        task, task_axes = chunk_task(program, key, hps, hp_axes, task)
-        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(run_ids)
-        return rows_map(functools.partial(init_state, program), (0, hp_axes, task_axes))(keys, hps, task)
-
-    return _tree_bytes(jax.eval_shape(initial, key, run_ids, hps, task))
+    `trajectory_shapes`."""
+    return _tree_bytes(trajectory_shapes(program, hp_names, task)[0])
 
 
 def lockstep_state_bytes(program: Program, hp_names, task) -> int:
@@ -1075,24 +1082,6 @@ def lockstep_state_bytes(program: Program, hp_names, task) -> int:
     if program.sequential or program.refill_from < program.record_steps[-1]:
         return 0
     return state_bytes(program, hp_names, task)
-
-
-def trajectory_shapes(program: Program, hp_names, task) -> tuple[TrajectoryState, dict, tuple]:
-    """The shapes of one trajectory's state at init, its summaries (the model's `summarize`, {}
-    without one) and one record (`record`: the loss and the observations), the data the model
-    draws included; traced (`jax.eval_shape`), never compiled, and much cheaper than tracing the
-    chunk program: its gradient and loops are left out."""
-    model = program.model
-
-    def one(key, hp, task):
-        draw = hook(model, "draw")
-        task = task if draw is None else task | draw(key, task)
-        state = init_state(program, key, hp, task)
-        summarize = hook(model, "summarize")
-        return state, {} if summarize is None else summarize(state.params, hp, task), record(program, state, hp, task)
-
-    hp = {name: jax.ShapeDtypeStruct((), np.int32 if name in INTEGER_HPS else program.dtype) for name in hp_names}
-    return jax.eval_shape(one, jax.eval_shape(jax.random.key, 0), hp, task)
 
 
 def rough_bytes(program: Program, hp_names, task, seeds: int = 1) -> tuple[int, int]:
