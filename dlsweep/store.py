@@ -316,6 +316,10 @@ def prepare(folder: Path, sweep: Sweep, overwrite: bool) -> dict | None:
                 continue
             shutil.rmtree(child) if child.is_dir() else child.unlink()
         return None
+    # Listed before the manifest is read: a concurrent shard's `start` links its manifest first,
+    # so whatever it lays out after that is not taken for a stranger's files by a shard that
+    # found no manifest a moment earlier.
+    leftovers = [c.name for c in folder.iterdir() if not c.name.startswith(".")]
     try:
         manifest = read_manifest(folder)
     except StoreError:
@@ -324,7 +328,6 @@ def prepare(folder: Path, sweep: Sweep, overwrite: bool) -> dict | None:
         (folder / MANIFEST).unlink()        # the same sweep, no chunk finished: nothing to keep
         manifest = None
     if manifest is None:
-        leftovers = [c.name for c in folder.iterdir() if not c.name.startswith(".")]
         if leftovers and not _same_sweep_file(folder, sweep):
             raise StoreError(f"{folder} is not empty and has no {MANIFEST} ({', '.join(sorted(leftovers)[:3])} ...); "
                              "choose another out folder or start over (overwrite=True)")

@@ -185,6 +185,34 @@ def test_concurrent_starts_agree_on_one_manifest(tmp_path):
     assert no_temporaries(folder) == []
 
 
+def test_a_shard_that_found_no_manifest_joins_the_one_linked_just_after(tmp_path, small_spec, reference, monkeypatch):
+    """The race of two shards starting on an empty folder, made deterministic: shard 2 reads no
+    manifest, and shard 1 links its manifest into place (the first step of its start, before its
+    sweep.toml) before shard 2 goes on. Shard 2 must not take it for a stranger's file ("not empty
+    and has no manifest.json"): its own manifest loses the exclusive link, it adopts shard 1's
+    plan, and with shard 1 the two fill the dataset of one plain run."""
+    out, elsewhere = tmp_path / "raced", tmp_path / "shard-1-plan"
+    api.run(small_spec, out=elsewhere, chunk_size=2, shard=(1, 2), max_chunks=1, progress_bar=False)
+    unpatched = store.read_manifest
+    raced = []
+
+    def read_then_let_shard_1_link(folder):
+        found = unpatched(folder)
+        if not raced:
+            raced.append(store.write_file(out / store.MANIFEST, (elsewhere / store.MANIFEST).read_bytes(), exclusive=True))
+        return found
+
+    monkeypatch.setattr(store, "read_manifest", read_then_let_shard_1_link)
+    second = api.run(small_spec, out=out, chunk_size=2, shard=(2, 2), progress_bar=False)
+    monkeypatch.undo()
+    first = api.run(small_spec, out=out, chunk_size=2, shard=(1, 2), progress_bar=False)
+    assert raced == [True] and second.chunks_run == first.chunks_run == 3 and first.chunks_missing == 0
+    assert store.read_manifest(out) == store.read_manifest(elsewhere)
+    assert_same_dataset(out, reference(2))
+    assert_manifest_complete(out, 2, reference(2)[0])
+    assert no_temporaries(out) == []
+
+
 # ----------------------------------------------------------------------------- 2. one shard alone, then fill
 
 
