@@ -473,5 +473,19 @@ def main(argv: list[str] | None = None) -> int:
             return 141
 
 
+def command(argv: list[str] | None = None) -> int:
+    """The `dlsweep` command: `main` in a process that asks JAX for one CPU device per usable core
+    first (`engine.use_cpu_cores`), so one-by-one sweeps run on every core; in-process callers of
+    `main` keep their JAX as it is."""
+    with interrupt.exits_at_once(INTERRUPTED):
+        from dlsweep import engine
+    try:
+        engine.use_cpu_cores()
+    except ValueError as err:
+        print(f"dlsweep: error: {err}", file=sys.stderr)
+        return 2
+    return main(argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

@@ -67,6 +67,28 @@ def use_compilation_cache() -> Path | None:
     return folder
 
 
+CPU_DEVICES_ENV = "DLSWEEP_CPU_DEVICES"     # JAX CPU devices of the `dlsweep` command; default: usable cores
+
+
+def use_cpu_cores() -> int | None:
+    """One JAX CPU device per core this process may use (its affinity), or $DLSWEEP_CPU_DEVICES,
+    so that the chunks of a program that runs its trajectories one by one are dealt over the cores
+    (`_dealt_over_devices`). Set before JAX starts its backends (the `dlsweep` command calls it
+    first); left as it is where XLA_FLAGS already asks for a count or JAX has started. Returns the
+    count set, or None."""
+    setting = os.environ.get(CPU_DEVICES_ENV, "").strip()
+    if setting and not (setting.isdigit() and int(setting) >= 1):
+        raise ValueError(f"{CPU_DEVICES_ENV}={setting!r}: expected a whole number of CPU devices >= 1 (1 runs on one core)")
+    if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+        return None
+    count = int(setting) if setting else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        jax.config.update("jax_num_cpu_devices", count)
+    except RuntimeError:            # JAX's backends already started (a caller's own JAX work)
+        return None
+    return count
+
+
 def _schedule(schedule: str, points: int, steps: int) -> np.ndarray:
     """`points` steps from 0 to `steps`, log- or linearly spaced (log: geometric from step 1, so
     early dynamics are resolved; duplicates after rounding dropped)."""
@@ -968,6 +990,35 @@ def _placement(n: int, batch: int, offset: int, period: int | None) -> np.ndarra
     return np.where((shifted >= 0) & (shifted < n), shifted, np.where(same_slot < n, same_slot, 0))
 
 
+def _dealt_over_devices(fn, devices, hp_names, constant):
+    """`run_sequential` (`fn`) with the chunk's rows dealt over `devices` like cards, row j to
+    device j % len(devices) (neighbouring rows, as a depth's runs, often stop alike), each device
+    running its share one after another (`jax.shard_map`). Each trajectory is still computed
+    alone, so its bits do not depend on the device count; `executed` is summed over the devices."""
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
+    rows = P("batch")
+
+    def local(root_key, run_ids, live, hps, task):
+        summary, records = fn(root_key, run_ids, live, hps, task)
+        return jax.lax.psum(summary.pop("executed"), "batch"), summary, records
+
+    sharded = jax.shard_map(local, mesh=mesh, check_vma=False,
+                            in_specs=(P(), rows, rows, {name: P() if name in constant else rows for name in hp_names}, P()),
+                            out_specs=(P(), rows, P(None, "batch")))
+
+    def dealt(root_key, run_ids, live, hps, task):
+        order = np.arange(run_ids.shape[0]).reshape(-1, len(devices)).T.ravel()    # device-major
+        back = np.argsort(order)
+        take = lambda tree, index, axis: jax.tree.map(lambda v: jnp.take(v, index, axis=axis), tree)
+        varying = {name: value for name, value in hps.items() if name not in constant}
+        executed, summary, records = sharded(root_key, *take((run_ids, live), order, 0), hps | take(varying, order, 0), task)
+        return take(summary, back, 0) | {"executed": executed}, take(records, back, 1)
+
+    return dealt
+
+
 @dataclasses.dataclass
 class CompiledChunk:
     """A chunk program compiled for one batch size; the hyperparameters named in `constant` are
@@ -1189,21 +1240,27 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     of `compiled_batch`, with XLA's `COMPILER_OPTIONS`. `constant` maps the axes with one value per
     chunk to the values they take (`specialized_axes`); `seeds` are the slots of the per-seed
     layout (`seed_slots`); `small` is the batch of a small sweep (`small_sweep_batch`), which runs
-    in lockstep and replays one (row, group) pair per device at a time. A `Program.sequential` runs its
-    trajectories one after another on the first device (`run_sequential`), whatever the layout. With several local devices the batch
-    axis is sharded over all of them (a 1-D `NamedSharding` mesh) and the task and key are
-    replicated; every device computes the same layout, so the results equal a single-device run
-    bit for bit."""
+    in lockstep on the first device and replays one (row, group) pair at a time. A
+    `Program.sequential` runs its trajectories one after another (`run_sequential`), whatever the
+    layout, dealt over every local device (`_dealt_over_devices`). Otherwise, with several local
+    devices, the batch axis is sharded over all of them (a 1-D `NamedSharding` mesh) and the task
+    and key are replicated; every device computes the same layout, so the results equal a
+    single-device run bit for bit."""
     use_compilation_cache()
     constant = dict(constant or {})
     sequential = program.sequential
-    devices = jax.local_devices()[:1] if sequential else jax.local_devices()
+    devices = jax.local_devices()[:1] if small and not sequential else jax.local_devices()
     seeds = None if sequential else seeds
     period = len(seeds) if seeds else None
-    batch = compiled_batch(batch, period, devices=len(devices), small=small)
+    if sequential:          # whole rows per device
+        batch = -(-compiled_batch(batch, small=small, devices=1) // len(devices)) * len(devices)
+    else:
+        batch = compiled_batch(batch, period, devices=len(devices), small=small)
     start = time.perf_counter()
     if sequential:
         fn = functools.partial(run_sequential, program, specialized=specialized_axes(constant))
+        if len(devices) > 1:
+            fn = _dealt_over_devices(fn, devices, hp_names, constant)
     else:
         if small:
             slots, capacity, slot_capacity = None, len(devices), 1
@@ -1213,7 +1270,7 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
             slot_capacity = replay_capacity(slots, len(devices) * LANES)
         fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant), period=period,
                                capacity=capacity, slots=slots, slot_capacity=slot_capacity)
-    if len(devices) > 1:
+    if len(devices) > 1 and not sequential:
         mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
         rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
         whole = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())

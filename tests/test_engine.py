@@ -522,11 +522,13 @@ def test_trajectory_steps_reported(tmp_path):
 RUN_SMALL_SWEEP = """
 import sys
 from dlsweep import api, engine, spec
-engine.SMALL_WORK_FLOPS = 0.0     # the batched layout, sharded
+one_by_one = len(sys.argv) > 4
+engine.SMALL_WORK_FLOPS = 1e30 if one_by_one else 0.0     # one by one, dealt over the devices; or batched, sharded
 sweep = spec.resolve({"name": "d", "model": "toy", "steps": 2000, "dtype": "float32",
     "task": {"sigma_star": [12.0, 6.0, 4.0, 3.0]},
     "axes": {"depth": [1, 2, 3, 6], "sigma0": {"logspace": [-4, -0.5], "num": int(sys.argv[3])}, "lr": [1e-3, 4e-3]},
-    "record": {"points": 40}})
+    "record": {"points": 40}, "stop": {"rel_loss": 1e-4}})
+assert api.compile_inputs(sweep)[0].sequential == one_by_one
 report = api.run(sweep, out=sys.argv[1], chunk_size=int(sys.argv[2]), progress_bar=False)
 program, flat, task = api.compile_inputs(sweep)
 compiled = api.compile_sweep(sweep, program, task, int(sys.argv[2]), flat.size)
@@ -536,30 +538,80 @@ print("shards", [s.data.shape[0] for s in summary["final_loss"].addressable_shar
 """
 
 
-def _run_in_process(tmp_path, folder, chunk_size, sigma0s, env):
+def _run_in_process(tmp_path, folder, chunk_size, sigma0s, env, one_by_one=False):
     script = tmp_path / "run_small_sweep.py"
     script.write_text(RUN_SMALL_SWEEP)
-    done = subprocess.run([sys.executable, str(script), str(folder), str(chunk_size), str(sigma0s)],
+    done = subprocess.run([sys.executable, str(script), str(folder), str(chunk_size), str(sigma0s), *["one-by-one"] * one_by_one],
                           env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return done
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("sigma0s", "per_device"), [(9, engine.LANES), (3, 24)], ids=["blocks", "small-sweep"])
-def test_four_devices_give_the_same_dataset_as_one(tmp_path, sigma0s, per_device):
+@pytest.mark.parametrize(("sigma0s", "shards"), [(9, [engine.LANES] * 4), (3, [24])], ids=["blocks", "small-sweep"])
+def test_four_devices_give_the_same_dataset_as_one(tmp_path, sigma0s, shards):
     """The batch axis sharded over 4 (simulated CPU) devices, each computing the layout one device
     computes: one vector block of `engine.LANES` trajectories for a sweep of 72 (a chunk of 24
-    padded to 4 x 64), or a sweep of 24 at its own size (`engine.small_sweep_batch`) on each
-    device (the runs on the first): same bits as one device."""
+    padded to 4 x 64); a sweep of 24 runs at its own size (`engine.small_sweep_batch`) on the
+    first device alone: same bits as one device."""
     one = _run_in_process(tmp_path, tmp_path / "one", 24, sigma0s, {})
     four = _run_in_process(tmp_path, tmp_path / "four", 24, sigma0s,
                            {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
-    assert f"shards [{per_device}]" in one.stdout
-    assert f"shards [{', '.join([str(per_device)] * 4)}]" in four.stdout
+    assert f"shards [{shards[0]}]" in one.stdout
+    assert f"shards {shards}" in four.stdout
     assert store.read_manifest(tmp_path / "four")["devices"] == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
     for a, b in zip(frames(tmp_path / "one"), frames(tmp_path / "four")):
         assert len(a) and a.equals(b)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sigma0s", [9, 3], ids=["chunks-of-24", "small-sweep"])
+def test_one_by_one_runs_dealt_over_three_devices_give_the_same_dataset_as_one(tmp_path, sigma0s):
+    """A sweep that runs one by one, its chunks' rows dealt over 3 (simulated CPU) devices
+    (`engine._dealt_over_devices`; chunks of 24 of 72 runs in a batch of 66, 22 a device, or a
+    small sweep's 24 runs, 8 a device): each
+    trajectory is still computed alone, so the same bits as one device, and the same
+    trajectory-steps computed (runs stop at different steps: rel_loss = 1e-4)."""
+    _run_in_process(tmp_path, tmp_path / "one", 24, sigma0s, {}, one_by_one=True)
+    _run_in_process(tmp_path, tmp_path / "three", 24, sigma0s,
+                    {"XLA_FLAGS": "--xla_force_host_platform_device_count=3"}, one_by_one=True)
+    assert store.read_manifest(tmp_path / "three")["devices"] == ["cpu:0", "cpu:1", "cpu:2"]
+    for a, b in zip(frames(tmp_path / "one"), frames(tmp_path / "three")):
+        assert len(a) and a.equals(b)
+    runs = store.load(tmp_path / "one")
+    assert runs["steps_run"].nunique() > 3
+    executed = [sum(r["executed_traj_steps"] for r in store.chunk_records(tmp_path / f).values()) for f in ("one", "three")]
+    assert executed[0] == executed[1] == runs["steps_run"].sum()
+
+
+CPU_DEVICES = """
+import jax
+from dlsweep import engine
+print(engine.use_cpu_cores(), jax.device_count())
+"""
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({}, f"{len(os.sched_getaffinity(0))} {len(os.sched_getaffinity(0))}"),    # one per core this process may use
+    ({engine.CPU_DEVICES_ENV: "3"}, "3 3"),
+    ({engine.CPU_DEVICES_ENV: "3", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}, "None 2"),   # the user's count
+], ids=["cores", "setting", "xla-flags"])
+def test_the_command_asks_jax_for_a_cpu_device_per_core(env, expected):
+    """`engine.use_cpu_cores`, which the `dlsweep` command calls before JAX starts: one CPU device
+    per usable core, or $DLSWEEP_CPU_DEVICES; a count XLA_FLAGS asks for is left alone."""
+    clean = {k: v for k, v in os.environ.items() if k not in (engine.CPU_DEVICES_ENV, "XLA_FLAGS")}
+    done = subprocess.run([sys.executable, "-c", CPU_DEVICES], env=clean | env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == expected.split()
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1"])
+def test_a_bad_cpu_device_count_is_one_line_naming_the_setting(value):
+    done = subprocess.run([sys.executable, "-m", "dlsweep.cli", "models"], env=os.environ | {engine.CPU_DEVICES_ENV: value},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"dlsweep: error: {engine.CPU_DEVICES_ENV}={value!r}: expected a whole number "
+                                   "of CPU devices >= 1 (1 runs on one core)")
 
 
 @pytest.mark.slow
