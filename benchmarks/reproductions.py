@@ -25,6 +25,10 @@ per-run jit  per sweep, `per_run.PerRun`: one compile (timed; from a compilation
              Before the first row the process has initialized JAX (a matrix product compiled and
              timed) and matplotlib (one small figure saved), so no row pays a process's one-time
              costs (`benchmarks.startup` times those).
+cores        the process asks JAX for one CPU device per core it may use, as the `dlsweep` command
+             does (`engine.use_cpu_cores`): `taskset -c 1` measures one core, a wider affinity the
+             whole machine, each in a section of its own. dlsweep deals a one-by-one sweep's runs
+             over the devices; the per-run loop runs on the first (XLA may thread its operations).
 agreement    on every run the per-run loop ran: the same outcome (diverged / converged / neither)
              and steps_run within one check interval (`check_every`) of dlsweep's (the two check
              the stop rule at different steps), and the loss within LOSS_RTOL relative or
@@ -305,14 +309,17 @@ def render(results: list[Result], info: dict[str, str], per_group: int, matmul_r
                     for r in results for name, goal in ACCELERATOR_GOALS.items()
                     if accelerator() and r.name == name and r.dlsweep_seconds is not None]
     return "\n".join([
-        on_device(TITLE), "",
+        title(), "",
         "Each bundled reproduction at full size: dlsweep end to end (`reproduce.run`: sweeps, thresholds, figures) "
         "against the per-run jitted JAX loop of `benchmarks/per_run.py` (one `jax.jit` of a whole trajectory, "
         "compile included, called once per run, each run stopped by the sweep's rule). Per-run times are measured "
         f"where a sweep's estimate is under {RUN_ALL_BELOW:g} s, else extrapolated from {per_group} runs per value "
         "of the leading axis by the trajectory-steps the runs need. Before the first row the process has "
         "initialized JAX (a matrix product compiled) and matplotlib (one small figure saved), so no row pays the "
-        "process's one-time costs. See `benchmarks/reproductions.py`.", "",
+        "process's one-time costs. The process has one JAX CPU device per core it may use, as the `dlsweep` "
+        "command does (`engine.use_cpu_cores`): dlsweep deals the runs of a one-by-one sweep over them; the per-run "
+        "loop runs on the first, and XLA may use the other cores inside its operations. "
+        "See `benchmarks/reproductions.py`.", "",
         "## Machine", "", report.info_block(info), "",
         "## Result", "",
         "| reproduction | trajectories | dlsweep s (end to end, cold) | of which sweeps s (compiling) "
@@ -364,8 +371,16 @@ def warm_figures() -> None:
         figure.savefig(Path(folder) / "warm.png")
 
 
+def title() -> str:
+    """The section's heading: the accelerator where one runs the benchmark, else the CPU cores
+    (one section per count, so a one-core table and a whole-machine one stand side by side)."""
+    cores = len(jax.devices("cpu"))
+    return on_device(TITLE if accelerator() or cores == 1 else f"{TITLE}, on {cores} CPU cores")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    engine.use_cpu_cores()      # as the `dlsweep` command: one CPU device per core of this process's affinity
     info = machine_info(MODULE) | {"DLSWEEP_CACHE_DIR": os.environ.get("DLSWEEP_CACHE_DIR", "(unset)")}
     results = []
     matmul_rate = matmul_flops_rate()      # also JAX's backend and a first compile, before any row
