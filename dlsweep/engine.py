@@ -931,7 +931,7 @@ def compiled_batch(size: int, period: int | None = None, devices: int | None = N
     device with a number of rows per seed from `SLOT_ROWS` or a multiple of `LANES`, enough for a
     chunk that starts at any seed slot. A small sweep (`small_sweep_batch`) is `small` rows on
     each device (the runs on the first, fillers on the others)."""
-    devices = devices or len(jax.local_devices())
+    devices = devices or len(lockstep_devices())
     if small:
         return devices * small
     if not period:
@@ -965,7 +965,7 @@ def slot_count(batch: int, period: int | None = None, devices: int | None = None
     """Slots of the refill phase of a chunk program compiled for `batch` rows: with a per-seed
     layout of `period` seeds, `SEED_SLOTS` per seed on each device; else 1/`SLOT_SHARE` of the
     batch in whole `LANES` blocks per device. Never more than the batch."""
-    devices = devices or len(jax.local_devices())
+    devices = devices or len(lockstep_devices())
     if period:
         return min(batch, period * SEED_SLOTS * devices)
     block = devices * LANES
@@ -988,6 +988,32 @@ def _placement(n: int, batch: int, offset: int, period: int | None) -> np.ndarra
         return np.clip(shifted, 0, n - 1)
     same_slot = shifted % period
     return np.where((shifted >= 0) & (shifted < n), shifted, np.where(same_slot < n, same_slot, 0))
+
+
+SHARD_CPU_BATCHES = False
+"""Whether a batched chunk program on CPU is sharded over every CPU device, as on accelerators
+(`lockstep_devices`); off: the simulated devices of the tests turn it on."""
+
+
+def lockstep_devices() -> list:
+    """The devices a batched chunk program shards its batch over: every local device of an
+    accelerator, the first alone on CPU. There each device's whole blocks and refill slots grew the
+    work more than a second core gained: azulay-phase's chunk of 720 runs took 89 s on one device
+    and 77 s on two, computing 1.194x the trajectory-steps its runs need instead of 1.096x; and
+    gissin-depth-separation's batched threshold refinement ran 1.7x slower. The cores go to
+    one-by-one programs (`deal_count`) and to writing one chunk while the next computes."""
+    devices = jax.local_devices()
+    return devices if SHARD_CPU_BATCHES or jax.default_backend() != "cpu" else devices[:1]
+
+
+def deal_count(program: Program, batch: int) -> int:
+    """The devices a one-by-one chunk of `batch` rows deals its runs over (`_dealt_over_devices`):
+    every local device once the chunk's work (rows x steps x the gradient's flops) reaches
+    `SMALL_WORK_FLOPS`, else one. Dealing costs 0.1-0.25 s of compile (gissin-fig2's program,
+    2.7e7 flops of work: 0.67-0.78 s on one device, 0.88-0.91 s on two), which only a chunk of
+    that much work wins back."""
+    work = batch * program.record_steps[-1] * max(program.step_flops, 1.0)
+    return len(jax.local_devices()) if work >= SMALL_WORK_FLOPS else 1
 
 
 def _dealt_over_devices(fn, devices, hp_names, constant):
@@ -1242,19 +1268,21 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     layout (`seed_slots`); `small` is the batch of a small sweep (`small_sweep_batch`), which runs
     in lockstep on the first device and replays one (row, group) pair at a time. A
     `Program.sequential` runs its trajectories one after another (`run_sequential`), whatever the
-    layout, dealt over every local device (`_dealt_over_devices`). Otherwise, with several local
-    devices, the batch axis is sharded over all of them (a 1-D `NamedSharding` mesh) and the task
-    and key are replicated; every device computes the same layout, so the results equal a
-    single-device run bit for bit."""
+    layout, dealt over the devices of `deal_count` (`_dealt_over_devices`). Otherwise, with
+    several `lockstep_devices`, the batch axis is sharded over all of them (a 1-D `NamedSharding`
+    mesh) and the task and key are replicated; every device computes the same layout, so the
+    results equal a single-device run bit for bit."""
     use_compilation_cache()
     constant = dict(constant or {})
     sequential = program.sequential
-    devices = jax.local_devices()[:1] if small and not sequential else jax.local_devices()
     seeds = None if sequential else seeds
     period = len(seeds) if seeds else None
-    if sequential:          # whole rows per device
-        batch = -(-compiled_batch(batch, small=small, devices=1) // len(devices)) * len(devices)
+    if sequential:
+        batch = compiled_batch(batch, small=small, devices=1)
+        devices = jax.local_devices()[:deal_count(program, batch)]
+        batch = -(-batch // len(devices)) * len(devices)          # whole rows per device
     else:
+        devices = lockstep_devices()[:1] if small else lockstep_devices()
         batch = compiled_batch(batch, period, devices=len(devices), small=small)
     start = time.perf_counter()
     if sequential:

@@ -523,7 +523,9 @@ RUN_SMALL_SWEEP = """
 import sys
 from dlsweep import api, engine, spec
 one_by_one = len(sys.argv) > 4
-engine.SMALL_WORK_FLOPS = 1e30 if one_by_one else 0.0     # one by one, dealt over the devices; or batched, sharded
+engine.SMALL_WORK_FLOPS = 0.0               # batched, sharded; or one by one, dealt over the devices however little work
+engine.SEQUENTIAL_MIN_FLOPS = 0.0 if one_by_one else engine.SEQUENTIAL_MIN_FLOPS
+engine.SHARD_CPU_BATCHES = True             # the simulated CPU devices stand for an accelerator's
 sweep = spec.resolve({"name": "d", "model": "toy", "steps": 2000, "dtype": "float32",
     "task": {"sigma_star": [12.0, 6.0, 4.0, 3.0]},
     "axes": {"depth": [1, 2, 3, 6], "sigma0": {"logspace": [-4, -0.5], "num": int(sys.argv[3])}, "lr": [1e-3, 4e-3]},
@@ -535,6 +537,7 @@ compiled = api.compile_sweep(sweep, program, task, int(sys.argv[2]), flat.size)
 n = int(sys.argv[2])
 _, (summary, _) = compiled.launch(range(n), {k: v[:n] for k, v in flat.columns.items()}, task)
 print("shards", [s.data.shape[0] for s in summary["final_loss"].addressable_shards])
+print("dealt over", engine.deal_count(program, compiled.batch))
 """
 
 
@@ -572,9 +575,10 @@ def test_one_by_one_runs_dealt_over_three_devices_give_the_same_dataset_as_one(t
     small sweep's 24 runs, 8 a device): each
     trajectory is still computed alone, so the same bits as one device, and the same
     trajectory-steps computed (runs stop at different steps: rel_loss = 1e-4)."""
-    _run_in_process(tmp_path, tmp_path / "one", 24, sigma0s, {}, one_by_one=True)
-    _run_in_process(tmp_path, tmp_path / "three", 24, sigma0s,
-                    {"XLA_FLAGS": "--xla_force_host_platform_device_count=3"}, one_by_one=True)
+    one = _run_in_process(tmp_path, tmp_path / "one", 24, sigma0s, {}, one_by_one=True)
+    three = _run_in_process(tmp_path, tmp_path / "three", 24, sigma0s,
+                            {"XLA_FLAGS": "--xla_force_host_platform_device_count=3"}, one_by_one=True)
+    assert "dealt over 1" in one.stdout and "dealt over 3" in three.stdout
     assert store.read_manifest(tmp_path / "three")["devices"] == ["cpu:0", "cpu:1", "cpu:2"]
     for a, b in zip(frames(tmp_path / "one"), frames(tmp_path / "three")):
         assert len(a) and a.equals(b)
@@ -603,6 +607,28 @@ def test_the_command_asks_jax_for_a_cpu_device_per_core(env, expected):
     done = subprocess.run([sys.executable, "-c", CPU_DEVICES], env=clean | env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-2:] == expected.split()
+
+
+def test_on_several_cpu_devices_a_batch_stays_on_the_first_and_work_is_dealt():
+    """With the devices the command makes (here 2), a batched program keeps one CPU device
+    (`engine.lockstep_devices`: 64-row blocks, as on one), and a one-by-one chunk is dealt over
+    both once its work reaches `SMALL_WORK_FLOPS` (`engine.deal_count`)."""
+    script = """
+import dataclasses
+from dlsweep import api, engine, spec
+engine.use_cpu_cores()
+sweep = spec.resolve({"name": "t", "model": "toy", "steps": 1000, "task": {"sigma_star": [1.0]},
+                      "axes": {"depth": [2], "sigma0": [0.1], "lr": [0.1]}})
+program = api.compile_inputs(sweep)[0]
+least = engine.SMALL_WORK_FLOPS / (100 * program.record_steps[-1])     # 100 rows to the step limit
+deals = [engine.deal_count(dataclasses.replace(program, step_flops=flops), 100) for flops in (least * 0.999, least)]
+print(len(engine.lockstep_devices()), engine.compiled_batch(24), engine.slot_count(1024), *deals)
+"""
+    done = subprocess.run([sys.executable, "-c", script], env=os.environ | {engine.CPU_DEVICES_ENV: "2"},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    # 100 rows x 1000 steps x the least flops = SMALL_WORK_FLOPS: dealt; 0.1% less: not
+    assert done.stdout.split() == ["1", str(engine.LANES), str(1024 // engine.SLOT_SHARE), "1", "2"]
 
 
 @pytest.mark.parametrize("value", ["0", "two", "-1"])
