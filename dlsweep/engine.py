@@ -927,13 +927,13 @@ def small_sweep_batch(n_runs: int, period: int | None = None) -> int | None:
 
 def compiled_batch(size: int, period: int | None = None, devices: int | None = None, small: int | None = None) -> int:
     """The batch compiled for chunks of `size` run ids: whole `LANES` blocks on each of `devices`
-    (default: every local device); with a per-seed layout of `period` seeds, whole cycles on each
-    device with a number of rows per seed from `SLOT_ROWS` or a multiple of `LANES`, enough for a
-    chunk that starts at any seed slot. A small sweep (`small_sweep_batch`) is `small` rows on
-    each device (the runs on the first, fillers on the others)."""
-    devices = devices or len(lockstep_devices())
+    (default: the `lockstep_devices`); with a per-seed layout of `period` seeds, whole cycles on
+    each device with a number of rows per seed from `SLOT_ROWS` or a multiple of `LANES`, enough
+    for a chunk that starts at any seed slot. A small sweep (`small_sweep_batch`) is its `small`
+    rows, on one device whatever the count."""
     if small:
-        return devices * small
+        return small
+    devices = devices or len(lockstep_devices())
     if not period:
         return -(-size // (devices * LANES)) * devices * LANES
     rows = -(-(size + (period - 1 if size % period else 0)) // period)       # per seed, at most
@@ -1016,6 +1016,11 @@ def deal_count(program: Program, batch: int) -> int:
     return len(jax.local_devices()) if work >= SMALL_WORK_FLOPS else 1
 
 
+def _batch_mesh(devices) -> jax.sharding.Mesh:
+    """A 1-D mesh of `devices` over the chunk's rows (axis "batch")."""
+    return jax.sharding.Mesh(np.array(devices), ("batch",))
+
+
 def _dealt_over_devices(fn, devices, hp_names, constant):
     """`run_sequential` (`fn`) with the chunk's rows dealt over `devices` like cards, row j to
     device j % len(devices) (neighbouring rows, as a depth's runs, often stop alike), each device
@@ -1023,7 +1028,7 @@ def _dealt_over_devices(fn, devices, hp_names, constant):
     alone, so its bits do not depend on the device count; `executed` is summed over the devices."""
     from jax.sharding import PartitionSpec as P
 
-    mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
+    mesh = _batch_mesh(devices)
     rows = P("batch")
 
     def local(root_key, run_ids, live, hps, task):
@@ -1299,7 +1304,7 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
         fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant), period=period,
                                capacity=capacity, slots=slots, slot_capacity=slot_capacity)
     if len(devices) > 1 and not sequential:
-        mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
+        mesh = _batch_mesh(devices)
         rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
         whole = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
         shardings = (whole, rows, rows, {name: whole if name in constant else rows for name in hp_names},
