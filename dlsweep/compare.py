@@ -1,7 +1,8 @@
 """The papers' baselines, computed on each seed's data when a spec says `compare = true`:
 
 - the max-margin linear SVM of Gissin et al.'s Figures 6-7: the correlation
-  <beta_svm, w*> / (||beta_svm|| ||w*||) of its weights with the labelling vector;
+  <beta_svm, w*> / (||beta_svm|| ||w*||) of its weights with the labelling vector, solved exactly
+  (`max_margin`);
 - orthogonal matching pursuit (Pati et al. 1993) for Figure 3 (App. D): the agreement
   |S_omp & S_net| / min(|S_omp|, |S_net|) between the first s features OMP picks and the first s
   the network selects (s: the number of nonzeros of w*);
@@ -9,8 +10,8 @@
   predictor to the min-l1 and min-l2 interpolators of the seed's data and, at depth 2, to the
   minimizer of Q_c (dlsweep.analysis.theory).
 
-The first two need scikit-learn (the `dlsweep[compare]` extra, imported here only); the third only
-scipy.
+OMP needs scikit-learn (the `dlsweep[compare]` extra, imported here only); the SVM and the
+interpolators only scipy.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import optimize
 
 INSTALL = "pip install 'dlsweep[compare]'"
-HARD_MARGIN_C = 1e4           # a hinge-loss SVM with this C is the hard-margin one on separable data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,18 +50,37 @@ def available(module: str | None) -> bool:
     return True
 
 
-def svm_correlation(task: dict[str, np.ndarray]) -> float:
-    """Correlation with w* of the max-margin linear separator (through the origin, like the
-    networks) of one seed's examples x (m x d) with labels y = +-1."""
-    from sklearn.svm import LinearSVC
+def max_margin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The max-margin linear separator through the origin (the hard-margin SVM without a bias,
+    like the networks) of examples x (m x d) with labels y = +-1: the w of least norm with
+    y_j <x_j, w> >= 1 for every j, exactly, as Lawson and Hanson's least-distance program
+    (Solving Least Squares Problems, 1974, ch. 23): with G = diag(y) x, the nonnegative least
+    squares u >= 0 of ||E u - f||, E = [G^T; 1 ... 1] and f = (0, ..., 0, 1), leaves the residual
+    r = E u - f, and w = -(r_1 .. r_d) / r_(d+1). Examples with y = 0 (on the labelling
+    hyperplane) carry no label and are left out. A ValueError where no separator exists (r = 0)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    labelled = y != 0
+    g = y[labelled, None] * x[labelled]
+    m, d = g.shape
+    e = np.vstack([g.T, np.ones((1, m))])
+    f = np.zeros(d + 1)
+    f[-1] = 1.0
+    u, residual_norm = optimize.nnls(e, f, maxiter=20 * max(m, d + 1))
+    if residual_norm <= np.sqrt(np.finfo(np.float64).eps):
+        raise ValueError(f"no linear separator through the origin of these {m} labelled examples exists")
+    r = e @ u - f
+    return -r[:d] / r[d]
 
-    svm = LinearSVC(C=HARD_MARGIN_C, loss="hinge", fit_intercept=False, tol=1e-8, max_iter=1_000_000)
-    weights = svm.fit(task["x"], task["y"]).coef_.ravel()
-    w_star = task["w_star"]
+
+def svm_correlation(task: dict[str, np.ndarray]) -> float:
+    """Correlation with w* of the max-margin linear separator (`max_margin`) of one seed's
+    examples x (m x d) with labels y = +-1."""
+    weights = max_margin(task["x"], task["y"])
+    w_star = np.asarray(task["w_star"], np.float64)
     return float(weights @ w_star / (np.linalg.norm(weights) * np.linalg.norm(w_star)))
 
 
-SVM = Baseline(svm_correlation, lambda value, runs: {"svm_correlation": np.full(len(runs), value)})
+SVM = Baseline(svm_correlation, lambda value, runs: {"svm_correlation": np.full(len(runs), value)}, requires=None)
 
 
 def omp_order(x: np.ndarray, y: np.ndarray, count: int) -> np.ndarray:

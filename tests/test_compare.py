@@ -1,5 +1,5 @@
-"""The baselines of `dlsweep.compare` (scikit-learn's orthogonal matching pursuit and the
-agreement score of Gissin et al.'s Figure 3), and the spec rules of the diagonal network's
+"""The baselines of `dlsweep.compare` (the max-margin separator of Gissin et al.'s Figures 6-7,
+scikit-learn's orthogonal matching pursuit and the agreement score of their Figure 3), and the spec rules of the diagonal network's
 dictionary task (a random w* with a `sparsity` axis, unit-norm columns, `select`)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import optimize
 
 from dlsweep import compare, spec
 from dlsweep.models import diagonal
@@ -72,6 +73,57 @@ def test_omp_agreement_per_run_uses_the_runs_sparsity_and_selection():
     omp = compare.omp(diagonal.target)
     got = omp.columns(omp.fit(task), runs)["omp_agreement"]
     np.testing.assert_allclose(got, [1.0, 2 / 3, 0.0], rtol=1e-15)
+
+
+def separable(m: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """m Gaussian examples in d dimensions labelled y = sign <w*, x> by a Gaussian w* (NumPy's
+    generator), as Gissin et al.'s classifiers' data: separable through the origin by w*."""
+    rng = np.random.default_rng(seed)
+    x, w_star = rng.standard_normal((m, d)), rng.standard_normal(d)
+    return x, np.sign(x @ w_star), w_star
+
+
+@pytest.mark.parametrize("m, d", [(200, 100), (40, 5), (30, 60)], ids=["fig6-size", "m>>d", "m<d"])
+def test_max_margin_meets_the_optimality_conditions_of_the_hard_margin_svm(m, d):
+    """w solves min ||w||^2 / 2 s.t. g_j.w >= 1 (g_j = y_j x_j) iff (KKT, a convex program with
+    affine constraints) every g_j.w >= 1 and w = sum_j a_j g_j with a_j >= 0, a_j = 0 wherever
+    g_j.w > 1. Checked in float64: margins >= 1 - 1e-9 (the solver's rounding on O(1) data is
+    ~1e-13); the active constraints (|g_j.w - 1| < 1e-7) represent w with a >= 0 to 1e-8 of
+    ||w|| (the nonnegative least squares of w on them, a problem of its own)."""
+    x, y, _ = separable(m, d, seed=m + d)
+    w = compare.max_margin(x, y)
+    margins = y * (x @ w)
+    assert margins.min() >= 1 - 1e-9
+    active = np.abs(margins - 1) < 1e-7
+    coefficients, residual = optimize.nnls((y[active, None] * x[active]).T, w)
+    assert residual <= 1e-8 * np.linalg.norm(w)
+
+
+def test_max_margin_equals_a_hinge_svm_of_very_large_c():
+    """scikit-learn's hinge-loss LinearSVC without intercept at C = 1e4 (its dual's bound on each
+    a_j above every a_j of this data, so its optimum is the hard margin's) reaches the same w to
+    its tolerance: correlation with w* equal to 1e-6, weights to 1e-4 relative."""
+    svm_module = pytest.importorskip("sklearn.svm")
+    x, y, w_star = separable(200, 100, seed=6)
+    w = compare.max_margin(x, y)
+    reference = svm_module.LinearSVC(C=1e4, loss="hinge", fit_intercept=False, tol=1e-10,
+                                     max_iter=1_000_000).fit(x, y).coef_.ravel()
+    np.testing.assert_allclose(reference, w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
+    correlation = compare.svm_correlation({"x": x, "y": y, "w_star": w_star})
+    assert correlation == pytest.approx(reference @ w_star / np.linalg.norm(reference) / np.linalg.norm(w_star), abs=1e-6)
+
+
+def test_max_margin_leaves_unlabelled_examples_out_and_refuses_inseparable_data():
+    """An example with y = 0 (on the labelling hyperplane) does not constrain w: the separator of
+    {(1, 0) -> +1, (0, 2) -> +1} is (1, 1/2) (by hand: both margins 1, the least norm on that
+    segment's line), with or without a third example (-5, -5) labelled 0. Two examples x and -x
+    with the same label admit no separator through the origin: a ValueError."""
+    x, y = np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([1.0, 1.0])
+    np.testing.assert_allclose(compare.max_margin(x, y), [1.0, 0.5], rtol=1e-12)
+    np.testing.assert_allclose(compare.max_margin(np.vstack([x, [-5.0, -5.0]]), np.append(y, 0.0)), [1.0, 0.5],
+                               rtol=1e-12)
+    with pytest.raises(ValueError, match="no linear separator"):
+        compare.max_margin(np.array([[1.0, 2.0], [-1.0, -2.0]]), np.array([1.0, 1.0]))
 
 
 DICTIONARY = {"name": "dictionary", "model": "diagonal", "steps": 100,

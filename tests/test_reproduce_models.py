@@ -157,13 +157,18 @@ def test_fig4_depth_one_grows_a_fifth_singular_value_that_depth_four_does_not(qu
 
 
 def test_compare_without_scikit_learn_is_a_clear_error_before_anything_is_written(monkeypatch, tmp_path):
-    """`compare = true` needs the `compare` extra; without it the run stops at once, naming the key
-    and the install command (a finished run's spec still loads without scikit-learn)."""
+    """`compare = true` with scikit-learn's OMP (gissin-fig3) needs the `compare` extra; without it
+    the run stops at once, naming the key and the install command (a finished run's spec still
+    loads without scikit-learn). The SVM of gissin-fig6 needs scipy alone: its spec runs."""
     from dlsweep import compare, spec
     from dlsweep.spec import SpecError
 
     monkeypatch.setattr(compare, "available", lambda module: module is None)
-    assert spec.load(reproduce.spec_path("gissin-fig6")).compare
-    with pytest.raises(SpecError, match=r"gissin-fig6.toml: key 'compare': .*scikit-learn.*dlsweep\[compare\]"):
-        api.run(reproduce.spec_path("gissin-fig6"), out=tmp_path / "fig6")
-    assert not (tmp_path / "fig6").exists()
+    assert spec.load(reproduce.spec_path("gissin-fig3")).compare
+    with pytest.raises(SpecError, match=r"gissin-fig3.toml: key 'compare': .*scikit-learn.*dlsweep\[compare\]"):
+        api.run(reproduce.spec_path("gissin-fig3"), out=tmp_path / "fig3")
+    assert not (tmp_path / "fig3").exists()
+    fig6 = spec.load(reproduce.spec_path("gissin-fig6"), overrides=["steps=64", "axes.seed=[0, 1]", "axes.depth=[1]"])
+    assert fig6.compare
+    assert api.run(fig6, out=tmp_path / "fig6", progress_bar=False).chunks_missing == 0
+    assert api.load(tmp_path / "fig6")["svm_correlation"].notna().all()
