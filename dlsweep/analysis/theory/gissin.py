@@ -19,6 +19,7 @@ finding in ln sigma0.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -56,10 +57,20 @@ def log_time_to_reach_unit(log_u0: float, alpha: float, depth: float) -> float:
         rest = (log_alpha - log_u0) - math.log1p(-alpha) + math.log1p(-math.exp(log_u0))
     else:
         y0, y1 = math.exp(e * log_u0), math.exp(e * log_alpha)
-        rest, _ = integrate.quad(lambda y: 1.0 / -math.expm1(math.log(y) / e) if y > 0 else 1.0,
-                                 y0, y1, epsabs=0.0, epsrel=1e-13, limit=200)
-        rest /= e
+        rest = (_bounded_part(0.0, y1, e) - _bounded_part(0.0, y0, e) if y0 < y1 / 2 else _bounded_part(y0, y1, e)) / e
     return power_part + rest
+
+
+@functools.lru_cache(maxsize=4096)
+def _bounded_part(y0: float, y1: float, e: float) -> float:
+    """integral_{y0}^{y1} dy / (1 - y^(1/e)) (relative error 1e-13), the smooth part of the time
+    to reach. `log_time_to_reach_unit` takes it from 0 to y1, less from 0 to y0, when y0 < y1 / 2:
+    a threshold's root search asks for one (alpha, N), so one y1, at many sigma0, and the first
+    part is computed once (cached); the second is a short interval near 0, where the integrand is
+    about 1."""
+    value, _ = integrate.quad(lambda y: 1.0 / -math.expm1(math.log(y) / e) if y > 0 else 1.0,
+                              y0, y1, epsabs=0.0, epsrel=1e-13, limit=200)
+    return value
 
 
 def time_to_reach(sigma_star: float, sigma0: float | None = None, alpha: float = 0.5, depth: float = 2.0,
