@@ -49,7 +49,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pandas as pd
-from jax._src import compilation_cache
+from jax.experimental.compilation_cache import compilation_cache
 
 from benchmarks import report
 from benchmarks.common import accelerator, machine_info, on_device
@@ -190,7 +190,7 @@ def measure_sweep(folder: Path, label: str, per_group: int) -> SweepResult:
 def fresh_cache(folder: str) -> None:
     """JAX's persistent compilation cache in `folder`, on. JAX opens its cache once and then keeps
     using it, whatever `jax_enable_compilation_cache` says later, so it is reset first
-    (`compilation_cache.reset_cache`, JAX's way back to an unopened cache)."""
+    (`compilation_cache.reset_cache`, the public re-export of JAX's way back to an unopened cache)."""
     compilation_cache.reset_cache()
     os.environ[engine.CACHE_ENV] = folder
     jax.config.update("jax_enable_compilation_cache", True)
