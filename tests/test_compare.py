@@ -1,6 +1,7 @@
 """The baselines of `dlsweep.compare` (the max-margin separator of Gissin et al.'s Figures 6-7,
-scikit-learn's orthogonal matching pursuit and the agreement score of their Figure 3), and the spec rules of the diagonal network's
-dictionary task (a random w* with a `sparsity` axis, unit-norm columns, `select`)."""
+scikit-learn's orthogonal matching pursuit and the agreement score of their Figure 3), and the
+spec rules of the diagonal network's dictionary task (a random w* with a `sparsity` axis,
+unit-norm columns, `select`)."""
 
 from __future__ import annotations
 
@@ -95,7 +96,7 @@ def test_max_margin_meets_the_optimality_conditions_of_the_hard_margin_svm(m, d)
     margins = y * (x @ w)
     assert margins.min() >= 1 - 1e-9
     active = np.abs(margins - 1) < 1e-7
-    coefficients, residual = optimize.nnls((y[active, None] * x[active]).T, w)
+    _, residual = optimize.nnls((y[active, None] * x[active]).T, w)
     assert residual <= 1e-8 * np.linalg.norm(w)
 
 
@@ -110,7 +111,8 @@ def test_max_margin_equals_a_hinge_svm_of_very_large_c():
                                      max_iter=1_000_000).fit(x, y).coef_.ravel()
     np.testing.assert_allclose(reference, w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
     correlation = compare.svm_correlation({"x": x, "y": y, "w_star": w_star})
-    assert correlation == pytest.approx(reference @ w_star / np.linalg.norm(reference) / np.linalg.norm(w_star), abs=1e-6)
+    expected = reference @ w_star / np.linalg.norm(reference) / np.linalg.norm(w_star)
+    assert correlation == pytest.approx(expected, abs=1e-6)
 
 
 def test_max_margin_leaves_unlabelled_examples_out_and_refuses_inseparable_data():
