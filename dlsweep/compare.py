@@ -57,11 +57,14 @@ def max_margin(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     (Solving Least Squares Problems, 1974, ch. 23): with G = diag(y) x, the nonnegative least
     squares u >= 0 of ||E u - f||, E = [G^T; 1 ... 1] and f = (0, ..., 0, 1), leaves the residual
     r = E u - f, and w = -(r_1 .. r_d) / r_(d+1). Examples with y = 0 (on the labelling
-    hyperplane) carry no label and are left out. A ValueError where no separator exists (r = 0)."""
+    hyperplane) carry no label and are left out. A ValueError where none is labelled or no
+    separator exists (r = 0)."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     labelled = y != 0
     g = y[labelled, None] * x[labelled]
     m, d = g.shape
+    if m == 0:
+        raise ValueError(f"no labelled example (every one of the {len(y)} labels is 0): no separator to find")
     e = np.vstack([g.T, np.ones((1, m))])
     f = np.zeros(d + 1)
     f[-1] = 1.0

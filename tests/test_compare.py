@@ -119,13 +119,16 @@ def test_max_margin_leaves_unlabelled_examples_out_and_refuses_inseparable_data(
     """An example with y = 0 (on the labelling hyperplane) does not constrain w: the separator of
     {(1, 0) -> +1, (0, 2) -> +1} is (1, 1/2) (by hand: both margins 1, the least norm on that
     segment's line), with or without a third example (-5, -5) labelled 0. Two examples x and -x
-    with the same label admit no separator through the origin: a ValueError."""
+    with the same label admit no separator through the origin, and examples all labelled 0 leave
+    nothing to separate: a ValueError each."""
     x, y = np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([1.0, 1.0])
     np.testing.assert_allclose(compare.max_margin(x, y), [1.0, 0.5], rtol=1e-12)
     np.testing.assert_allclose(compare.max_margin(np.vstack([x, [-5.0, -5.0]]), np.append(y, 0.0)), [1.0, 0.5],
                                rtol=1e-12)
     with pytest.raises(ValueError, match="no linear separator"):
         compare.max_margin(np.array([[1.0, 2.0], [-1.0, -2.0]]), np.array([1.0, 1.0]))
+    with pytest.raises(ValueError, match="no labelled example"):
+        compare.max_margin(np.ones((3, 2)), np.zeros(3))
 
 
 DICTIONARY = {"name": "dictionary", "model": "diagonal", "steps": 100,
