@@ -151,6 +151,7 @@ class Program:
     unroll: int = 1
     optimizer: optimizers.Optimizer = optimizers.Optimizer()
     step_flops: float = 0.0     # one trajectory's gradient (`step_cost`), set with the layout
+    library_calls: bool = False  # whether its step calls a library routine (`step_cost`), likewise
 
     @classmethod
     def from_sweep(cls, sweep, model) -> "Program":
@@ -261,6 +262,7 @@ def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool
     sequential = cpu and (cost.flops >= SEQUENTIAL_MIN_FLOPS or cost.library_calls or (small and exact))
     return dataclasses.replace(program, sequential=sequential, hits_every_step=not cpu and exact,
                                unroll=1 if cpu else ACCELERATOR_UNROLL, step_flops=cost.flops,
+                               library_calls=cost.library_calls,
                                refill_from=program.refill_from if refills and work >= REFILL_MIN_FLOPS else steps)
 
 
@@ -847,15 +849,31 @@ def run_sequential(program: Program, root_key, run_ids, live, hps, task, special
     return summary | {"executed": executed}, records
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _task_of_seed(program: Program, root_key, seed, task):
-    return chunk_task(program, root_key, {"seed": seed}, {"seed": None}, task)[0]
+DRAW_SPEED_OPTIONS = {
+    # a seed's task is drawn once per seed (baselines, analyses): LLVM's O1 and XLA's older loop
+    # emitters compile it in about half the time (one core of a 2-core Xeon: the digits' whitening
+    # 0.93 -> 0.47 s, gissin-fig3's data 0.62 -> 0.31 s, matrix sensing's measurements 0.31 ->
+    # 0.14 s), the draws as fast. Dropped where XLA lacks an option.
+    "xla_backend_optimization_level": 1,
+    "xla_cpu_use_fusion_emitters": False,
+}
+
+
+@functools.lru_cache(maxsize=16)
+def _task_program(program: Program, task_shapes: tuple):
+    """The compiled (root key, seed, task) -> the task of that seed, for a task of `task_shapes`
+    (its tree structure and leaves' shapes)."""
+    treedef, leaves = task_shapes
+    lowered = jax.jit(lambda key, seed, task: chunk_task(program, key, {"seed": seed}, {"seed": None}, task)[0]).lower(
+        jax.eval_shape(jax.random.key, 0), jax.ShapeDtypeStruct((), np.int32), jax.tree.unflatten(treedef, leaves))
+    return _compile(lowered, {}, DRAW_SPEED_OPTIONS if jax.default_backend() == "cpu" else {})
 
 
 def draw_task(program: Program, task, seed: int, root_seed: int) -> dict[str, np.ndarray]:
     """The whole task (shared arrays and drawn data) that the trajectories with `seed` see, as
     NumPy arrays: what references and comparators run on."""
-    full = _task_of_seed(program, jax.random.key(root_seed), np.int32(seed), task)
+    leaves, treedef = jax.tree.flatten(jax.eval_shape(lambda t: t, task))
+    full = _task_program(program, (treedef, tuple(leaves)))(jax.random.key(root_seed), np.int32(seed), task)
     return {name: np.asarray(value) for name, value in full.items()}
 
 
@@ -890,6 +908,24 @@ SEQUENTIAL_SPEED_OPTIONS = {
     # selected features (`selects_features`). Dropped where XLA lacks the option.
     "xla_cpu_use_fusion_emitters": False,
 }
+
+
+PRODUCT_STEP_OPTIONS = {
+    # LLVM's O1 pipeline in place of O2: a step that is its products (YNNPACK's dots, LAPACK)
+    # gains nothing from O2's loop passes. One core of a 2-core Xeon, compile / run of one chunk,
+    # O2 -> O1: gissin-fig1a 2.5 / 2.8 -> 1.2 / 2.8 s, gissin-fig1d 1.9 -> 1.2 s, linear-net-phase
+    # 2.0 -> 1.3 s, hacohen-fig3 3.5 -> 2.7 s, gissin-fig5 1.35 -> 0.9 s, the run times equal
+    # within noise. A batched program ran 1.65x slower with it (azulay-phase) and a toy model's
+    # one-by-one step 1.12x (gissin-depth-separation), so those keep O2.
+    "xla_backend_optimization_level": 1,
+}
+
+
+def steps_by_products(program: Program) -> bool:
+    """Whether a one-by-one program's step is its products (`PRODUCT_STEP_OPTIONS`): a gradient
+    of at least `SEQUENTIAL_MIN_FLOPS` or a library call, not a small model run one by one
+    because its sweep is small (`with_layout`)."""
+    return program.step_flops >= SEQUENTIAL_MIN_FLOPS or program.library_calls
 
 
 def selects_features(program: Program, hp_names, task) -> bool:
@@ -1314,7 +1350,8 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
         jitted = jax.jit(fn)
     lowered = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant))
     if sequential:
-        speed = {} if selects_features(program, hp_names, task) else SEQUENTIAL_SPEED_OPTIONS
+        speed = {} if selects_features(program, hp_names, task) else (
+            SEQUENTIAL_SPEED_OPTIONS | (PRODUCT_STEP_OPTIONS if steps_by_products(program) else {}))
         executable = _compile(lowered, SEQUENTIAL_COMPILER_OPTIONS, speed)
     else:
         executable = lowered.compile(compiler_options=COMPILER_OPTIONS)

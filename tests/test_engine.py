@@ -316,22 +316,29 @@ def test_a_compile_option_this_xla_lacks_is_dropped_and_other_errors_are_not():
         engine._compile(lowered, {"xla_cpu_experimental_ynn_fusion_type": "NOT_A_FUSION_TYPE"}, {})
 
 
-def test_a_program_that_tracks_selected_features_keeps_the_default_loop_emitters(monkeypatch):
+def test_a_one_by_one_program_compiles_with_the_options_its_step_wants(monkeypatch):
     """A one-by-one program compiles with XLA's older loop emitters (`SEQUENTIAL_SPEED_OPTIONS`)
     unless its model selects features (`engine.selects_features`): the diagonal network with
     `select` > 0 tracks an (n,) first-selection step per feature after every step, a loop the
-    older emitters leave scalar; with `select` = 0 (or no `selected` hook) nothing is tracked."""
+    older emitters leave scalar; with `select` = 0 (or no `selected` hook) nothing is tracked. A
+    step that is its products (`engine.steps_by_products`: here the deep linear network's SVD for
+    its hitting levels) also compiles with LLVM's O1 (`PRODUCT_STEP_OPTIONS`); a small model's
+    step keeps O2."""
     selecting = {**INVARIANT["diagonal"], "task": {**INVARIANT["diagonal"]["task"], "select": 0.5}}
+    through_lapack = {**INVARIANT["linear_net"], "record": {"points": 20, "levels": [0.5]}}
     speeds = []
     real = engine._compile
     monkeypatch.setattr(engine, "_compile", lambda lowered, options, speed: speeds.append(speed) or real(lowered, options, speed))
-    for raw, selects in ((selecting, True), (INVARIANT["diagonal"], False), (SMALL["toy"], False)):
+    for raw, selects, products in ((selecting, True, False), (INVARIANT["diagonal"], False, False),
+                                   (SMALL["toy"], False, False), (through_lapack, False, True)):
         sweep = spec.resolve(raw)
         program, flat, task = api.compile_inputs(sweep)
         program = dataclasses.replace(program, sequential=True)
         assert engine.selects_features(program, list(flat.columns), task) == selects
+        assert engine.steps_by_products(program) == products
         api.compile_sweep(sweep, program, task, 8, api.chunk_group(sweep, program))
-        assert speeds.pop() == ({} if selects else engine.SEQUENTIAL_SPEED_OPTIONS)
+        expected = {} if selects else engine.SEQUENTIAL_SPEED_OPTIONS | (engine.PRODUCT_STEP_OPTIONS if products else {})
+        assert speeds.pop() == expected
 
 
 def test_refilled_slots_compute_what_lockstep_computes():
