@@ -151,7 +151,7 @@ class Program:
     unroll: int = 1
     optimizer: optimizers.Optimizer = optimizers.Optimizer()
     step_flops: float = 0.0     # one trajectory's gradient (`step_cost`), set with the layout
-    library_calls: bool = False  # whether its step calls a library routine (`step_cost`), likewise
+    quick_compile: bool = False  # compiled with `QUICK_COMPILE_OPTIONS`, set with the layout
 
     @classmethod
     def from_sweep(cls, sweep, model) -> "Program":
@@ -247,6 +247,8 @@ def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool
       calls a library routine, or a sweep of less work than `SMALL_WORK_FLOPS` (times
       `CONVERGING_WORK_FACTOR` where its stop rule converges and its runs may stop far apart,
       `stops_apart`: not so for points near one threshold) whose model has no `drift_from`.
+    - quick compile: a one-by-one program whose step is its products (the first two reasons)
+      in a sweep of less work than `QUICK_COMPILE_MAX_FLOPS` (`QUICK_COMPILE_OPTIONS`).
     - on an accelerator: the levels tested after every step (`hits_every_step`, for a model
       without `drift_from`) and `ACCELERATOR_UNROLL` steps per loop iteration.
     A function of the sweep and the backend alone, so every chunk size computes each trajectory
@@ -259,10 +261,11 @@ def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool
     work = n_runs * steps * cost.flops
     exact = hook(program.model, "drift_from") is None
     small = work < SMALL_WORK_FLOPS * (CONVERGING_WORK_FACTOR if converges and stops_apart else 1)
-    sequential = cpu and (cost.flops >= SEQUENTIAL_MIN_FLOPS or cost.library_calls or (small and exact))
+    products = cost.flops >= SEQUENTIAL_MIN_FLOPS or cost.library_calls
+    sequential = cpu and (products or (small and exact))
     return dataclasses.replace(program, sequential=sequential, hits_every_step=not cpu and exact,
                                unroll=1 if cpu else ACCELERATOR_UNROLL, step_flops=cost.flops,
-                               library_calls=cost.library_calls,
+                               quick_compile=sequential and products and work < QUICK_COMPILE_MAX_FLOPS,
                                refill_from=program.refill_from if refills and work >= REFILL_MIN_FLOPS else steps)
 
 
@@ -910,22 +913,24 @@ SEQUENTIAL_SPEED_OPTIONS = {
 }
 
 
-PRODUCT_STEP_OPTIONS = {
-    # LLVM's O1 pipeline in place of O2: a step that is its products (YNNPACK's dots, LAPACK)
-    # gains nothing from O2's loop passes. One core of a 2-core Xeon, compile / run of one chunk,
-    # O2 -> O1: gissin-fig1a 2.5 / 2.8 -> 1.2 / 2.8 s, gissin-fig1d 1.9 -> 1.2 s, linear-net-phase
-    # 2.0 -> 1.3 s, hacohen-fig3 3.5 -> 2.7 s, gissin-fig5 1.35 -> 0.9 s, the run times equal
-    # within noise. A batched program ran 1.65x slower with it (azulay-phase) and a toy model's
-    # one-by-one step 1.12x (gissin-depth-separation), so those keep O2.
+QUICK_COMPILE_OPTIONS = {
+    # LLVM's O1 pipeline in place of O2, for a one-by-one program whose step is its products
+    # (`with_layout`: a gradient of at least SEQUENTIAL_MIN_FLOPS or a library call) in a sweep of
+    # less work than QUICK_COMPILE_MAX_FLOPS. Its time is in YNNPACK's dots and LAPACK, which O2's
+    # loop passes do not touch; one core of a 2-core Xeon, compile of one chunk program, O2 -> O1:
+    # gissin-fig1d 1.9 -> 1.2 s, linear-net-phase 2.0 -> 1.3 s, hacohen-fig12 2.0 -> 1.6 s, gidel-fig2
+    # 2.1 -> 1.5 s, the runs as fast. Its elementwise loops are slower: the 128-wide deep linear
+    # networks of hacohen-fig4 stepped 1.1-1.25x slower, a batched program (azulay-phase) 1.65x, a
+    # toy model's one-by-one step 1.12x (gissin-depth-separation); those keep O2.
     "xla_backend_optimization_level": 1,
 }
 
 
-def steps_by_products(program: Program) -> bool:
-    """Whether a one-by-one program's step is its products (`PRODUCT_STEP_OPTIONS`): a gradient
-    of at least `SEQUENTIAL_MIN_FLOPS` or a library call, not a small model run one by one
-    because its sweep is small (`with_layout`)."""
-    return program.step_flops >= SEQUENTIAL_MIN_FLOPS or program.library_calls
+QUICK_COMPILE_MAX_FLOPS = 1e11
+"""A one-by-one sweep of less work than this (its runs' gradients to the step limit) compiles
+with `QUICK_COMPILE_OPTIONS`: it runs for seconds, where the 0.4-0.7 s its compile saves weigh
+more than up to 1.25x slower elementwise loops (about 7 s of steps at most to break even, 7e10 to
+4e11 flops at the 10-60 GFLOP/s these steps reach on one core)."""
 
 
 def selects_features(program: Program, hp_names, task) -> bool:
@@ -1351,7 +1356,7 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     lowered = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant))
     if sequential:
         speed = {} if selects_features(program, hp_names, task) else (
-            SEQUENTIAL_SPEED_OPTIONS | (PRODUCT_STEP_OPTIONS if steps_by_products(program) else {}))
+            SEQUENTIAL_SPEED_OPTIONS | (QUICK_COMPILE_OPTIONS if program.quick_compile else {}))
         executable = _compile(lowered, SEQUENTIAL_COMPILER_OPTIONS, speed)
     else:
         executable = lowered.compile(compiler_options=COMPILER_OPTIONS)

@@ -321,24 +321,30 @@ def test_a_one_by_one_program_compiles_with_the_options_its_step_wants(monkeypat
     unless its model selects features (`engine.selects_features`): the diagonal network with
     `select` > 0 tracks an (n,) first-selection step per feature after every step, a loop the
     older emitters leave scalar; with `select` = 0 (or no `selected` hook) nothing is tracked. A
-    step that is its products (`engine.steps_by_products`: here the deep linear network's SVD for
-    its hitting levels) also compiles with LLVM's O1 (`PRODUCT_STEP_OPTIONS`); a small model's
-    step keeps O2."""
+    step that is its products (here the deep linear network's SVD for its hitting levels) in a
+    sweep of little work also compiles with LLVM's O1 (`Program.quick_compile`,
+    `QUICK_COMPILE_OPTIONS`); a small model's step keeps O2, and so does the same step in a sweep
+    of more work than `QUICK_COMPILE_MAX_FLOPS`."""
     selecting = {**INVARIANT["diagonal"], "task": {**INVARIANT["diagonal"]["task"], "select": 0.5}}
     through_lapack = {**INVARIANT["linear_net"], "record": {"points": 20, "levels": [0.5]}}
     speeds = []
     real = engine._compile
     monkeypatch.setattr(engine, "_compile", lambda lowered, options, speed: speeds.append(speed) or real(lowered, options, speed))
-    for raw, selects, products in ((selecting, True, False), (INVARIANT["diagonal"], False, False),
-                                   (SMALL["toy"], False, False), (through_lapack, False, True)):
+    for raw, selects, quick in ((selecting, True, False), (INVARIANT["diagonal"], False, False),
+                                (SMALL["toy"], False, False), (through_lapack, False, True)):
         sweep = spec.resolve(raw)
         program, flat, task = api.compile_inputs(sweep)
+        assert program.quick_compile == (quick and jax.default_backend() == "cpu")
         program = dataclasses.replace(program, sequential=True)
         assert engine.selects_features(program, list(flat.columns), task) == selects
-        assert engine.steps_by_products(program) == products
         api.compile_sweep(sweep, program, task, 8, api.chunk_group(sweep, program))
-        expected = {} if selects else engine.SEQUENTIAL_SPEED_OPTIONS | (engine.PRODUCT_STEP_OPTIONS if products else {})
+        expected = {} if selects else engine.SEQUENTIAL_SPEED_OPTIONS | (engine.QUICK_COMPILE_OPTIONS if quick else {})
         assert speeds.pop() == expected
+    sweep = spec.resolve(through_lapack)
+    program, _, task = api.compile_inputs(sweep)
+    work = sweep.n_runs * sweep.steps * engine.step_cost(program, list(sweep.axes), task).flops
+    monkeypatch.setattr(engine, "QUICK_COMPILE_MAX_FLOPS", work)      # the same sweep's work, now at the bound
+    assert program.quick_compile == (jax.default_backend() == "cpu") and not api.compile_inputs(sweep)[0].quick_compile
 
 
 def test_refilled_slots_compute_what_lockstep_computes():
