@@ -173,10 +173,12 @@ class StepCost:
     `flops`, the gradient's floating-point operations (cost analysis), and `library_calls`,
     whether the step (the gradient, and the observation the hitting levels take every step)
     calls a library routine (a custom call: LAPACK's SVD or eigh on CPU), which XLA neither fuses
-    nor vectorizes across a batch and whose cost the analysis does not count."""
+    nor vectorizes across a batch and whose cost the analysis does not count; `parameters`, the
+    number of its parameters' entries, which XLA's own loops (the update) touch every step."""
 
     flops: float
     library_calls: bool
+    parameters: int
 
 
 def _one_trajectory(program: Program, hp_names, task):
@@ -194,7 +196,8 @@ def step_cost(program: Program, hp_names, task) -> StepCost:
     observed = jax.jit(functools.partial(_sigma, program)).lower(params, hp, full) if program.levels else None
     return StepCost(flops=float((gradient.cost_analysis() or {}).get("flops", 0.0)),
                     library_calls=any("custom_call" in lowered.as_text()
-                                      for lowered in (gradient, observed) if lowered is not None))
+                                      for lowered in (gradient, observed) if lowered is not None),
+                    parameters=sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(params)))
 
 
 ACCELERATOR_UNROLL = 8
@@ -248,7 +251,8 @@ def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool
       `CONVERGING_WORK_FACTOR` where its stop rule converges and its runs may stop far apart,
       `stops_apart`: not so for points near one threshold) whose model has no `drift_from`.
     - quick compile: a one-by-one program whose step is its products (the first two reasons)
-      in a sweep of less work than `QUICK_COMPILE_MAX_FLOPS` (`QUICK_COMPILE_OPTIONS`).
+      in a sweep of less work than `QUICK_COMPILE_MAX_FLOPS` or of at most
+      `QUICK_COMPILE_MAX_PARAMETERS` parameters (`QUICK_COMPILE_OPTIONS`).
     - on an accelerator: the levels tested after every step (`hits_every_step`, for a model
       without `drift_from`) and `ACCELERATOR_UNROLL` steps per loop iteration.
     A function of the sweep and the backend alone, so every chunk size computes each trajectory
@@ -265,7 +269,8 @@ def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool
     sequential = cpu and (products or (small and exact))
     return dataclasses.replace(program, sequential=sequential, hits_every_step=not cpu and exact,
                                unroll=1 if cpu else ACCELERATOR_UNROLL, step_flops=cost.flops,
-                               quick_compile=sequential and products and work < QUICK_COMPILE_MAX_FLOPS,
+                               quick_compile=sequential and products and (
+                                   work < QUICK_COMPILE_MAX_FLOPS or cost.parameters <= QUICK_COMPILE_MAX_PARAMETERS),
                                refill_from=program.refill_from if refills and work >= REFILL_MIN_FLOPS else steps)
 
 
@@ -915,22 +920,30 @@ SEQUENTIAL_SPEED_OPTIONS = {
 
 QUICK_COMPILE_OPTIONS = {
     # LLVM's O1 pipeline in place of O2, for a one-by-one program whose step is its products
-    # (`with_layout`: a gradient of at least SEQUENTIAL_MIN_FLOPS or a library call) in a sweep of
-    # less work than QUICK_COMPILE_MAX_FLOPS. Its time is in YNNPACK's dots and LAPACK, which O2's
-    # loop passes do not touch; one core of a 2-core Xeon, compile of one chunk program, O2 -> O1:
-    # gissin-fig1d 1.9 -> 1.2 s, linear-net-phase 2.0 -> 1.3 s, hacohen-fig12 2.0 -> 1.6 s, gidel-fig2
-    # 2.1 -> 1.5 s, the runs as fast. Its elementwise loops are slower: the 128-wide deep linear
-    # networks of hacohen-fig4 stepped 1.1-1.25x slower, a batched program (azulay-phase) 1.65x, a
-    # toy model's one-by-one step 1.12x (gissin-depth-separation); those keep O2.
+    # (`with_layout`: a gradient of at least SEQUENTIAL_MIN_FLOPS or a library call) where O1's
+    # unvectorized elementwise loops cost little: a sweep of little work or a model of few
+    # parameters. The step's time is in YNNPACK's dots and LAPACK, which O2's loop passes do not
+    # touch; one core of a 2-core Xeon, compile of one chunk program, O2 -> O1: gissin-fig1a (10,000
+    # parameters) 2.5 -> 1.2 s, gissin-fig1d 1.9 -> 1.2 s, linear-net-phase 2.0 -> 1.3 s,
+    # hacohen-fig12 2.0 -> 1.6 s, gidel-fig2 2.1 -> 1.5 s, the runs as fast; gissin-fig4 end to end
+    # 6.3 -> 2.4 s of compile, its sweeps' steps as fast. XLA's own loops (the update of every
+    # parameter, the masks) run unvectorized under O1: the 128-wide deep linear networks of
+    # hacohen-fig4 (59,000 parameters) stepped 1.1-1.25x slower, a batched program (azulay-phase)
+    # 1.65x, a toy model's one-by-one step 1.12x (gissin-depth-separation); those keep O2.
     "xla_backend_optimization_level": 1,
 }
 
 
 QUICK_COMPILE_MAX_FLOPS = 1e11
 """A one-by-one sweep of less work than this (its runs' gradients to the step limit) compiles
-with `QUICK_COMPILE_OPTIONS`: it runs for seconds, where the 0.4-0.7 s its compile saves weigh
-more than up to 1.25x slower elementwise loops (about 7 s of steps at most to break even, 7e10 to
-4e11 flops at the 10-60 GFLOP/s these steps reach on one core)."""
+with `QUICK_COMPILE_OPTIONS` whatever its parameters: it runs for seconds, where the 0.4-0.7 s its
+compile saves weigh more than up to 1.25x slower elementwise loops (about 7 s of steps at most to
+break even, 7e10 to 4e11 flops at the 10-60 GFLOP/s these steps reach on one core)."""
+
+QUICK_COMPILE_MAX_PARAMETERS = 16_384
+"""A one-by-one sweep of a model with at most this many parameter entries compiles with
+`QUICK_COMPILE_OPTIONS` whatever its work: its elementwise loops are a small part of a step that
+is its products (matrix sensing's four 50 x 50 layers, 10,000 entries: 1.1 ms a step either way)."""
 
 
 def selects_features(program: Program, hp_names, task) -> bool:

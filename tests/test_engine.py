@@ -324,7 +324,8 @@ def test_a_one_by_one_program_compiles_with_the_options_its_step_wants(monkeypat
     step that is its products (here the deep linear network's SVD for its hitting levels) in a
     sweep of little work also compiles with LLVM's O1 (`Program.quick_compile`,
     `QUICK_COMPILE_OPTIONS`); a small model's step keeps O2, and so does the same step in a sweep
-    of more work than `QUICK_COMPILE_MAX_FLOPS`."""
+    of more work than `QUICK_COMPILE_MAX_FLOPS` with more parameters than
+    `QUICK_COMPILE_MAX_PARAMETERS`."""
     selecting = {**INVARIANT["diagonal"], "task": {**INVARIANT["diagonal"]["task"], "select": 0.5}}
     through_lapack = {**INVARIANT["linear_net"], "record": {"points": 20, "levels": [0.5]}}
     speeds = []
@@ -342,9 +343,11 @@ def test_a_one_by_one_program_compiles_with_the_options_its_step_wants(monkeypat
         assert speeds.pop() == expected
     sweep = spec.resolve(through_lapack)
     program, _, task = api.compile_inputs(sweep)
-    work = sweep.n_runs * sweep.steps * engine.step_cost(program, list(sweep.axes), task).flops
-    monkeypatch.setattr(engine, "QUICK_COMPILE_MAX_FLOPS", work)      # the same sweep's work, now at the bound
-    assert program.quick_compile == (jax.default_backend() == "cpu") and not api.compile_inputs(sweep)[0].quick_compile
+    cost = engine.step_cost(program, list(sweep.axes), task)
+    monkeypatch.setattr(engine, "QUICK_COMPILE_MAX_FLOPS", sweep.n_runs * sweep.steps * cost.flops)   # its work at the bound
+    assert api.compile_inputs(sweep)[0].quick_compile == (jax.default_backend() == "cpu")     # few parameters
+    monkeypatch.setattr(engine, "QUICK_COMPILE_MAX_PARAMETERS", cost.parameters - 1)
+    assert not api.compile_inputs(sweep)[0].quick_compile
 
 
 def test_refilled_slots_compute_what_lockstep_computes():
