@@ -937,8 +937,8 @@ QUICK_COMPILE_OPTIONS = {
 QUICK_COMPILE_MAX_FLOPS = 1e11
 """A one-by-one sweep of less work than this (its runs' gradients to the step limit) compiles
 with `QUICK_COMPILE_OPTIONS` whatever its parameters: it runs for seconds, where the 0.4-0.7 s its
-compile saves weigh more than up to 1.25x slower elementwise loops (about 7 s of steps at most to
-break even, 7e10 to 4e11 flops at the 10-60 GFLOP/s these steps reach on one core)."""
+compile saves weigh about as much as 1.1-1.25x slower elementwise loops would cost (the break-even
+is 1.6-7 s of steps, 2e10 to 4e11 flops at the 10-60 GFLOP/s these steps reach on one core)."""
 
 QUICK_COMPILE_MAX_PARAMETERS = 16_384
 """A one-by-one sweep of a model with at most this many parameter entries compiles with
