@@ -151,7 +151,8 @@ class Program:
     unroll: int = 1
     optimizer: optimizers.Optimizer = optimizers.Optimizer()
     step_flops: float = 0.0     # one trajectory's gradient (`step_cost`), set with the layout
-    quick_compile: bool = False  # compiled with `QUICK_COMPILE_OPTIONS`, set with the layout
+    quick_compile: bool = False  # one by one: `QUICK_COMPILE_OPTIONS` pay (set with the layout); a program
+                                 # that selects features keeps XLA's defaults all the same (`compile_chunk`)
 
     @classmethod
     def from_sweep(cls, sweep, model) -> "Program":
