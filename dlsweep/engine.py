@@ -950,7 +950,9 @@ SHARED_PRODUCTS_OPTIONS = SEQUENTIAL_COMPILER_OPTIONS
 by one. A small batch has one width whatever its chunk, so they round every run's products alike
 in every chunk (they change with the width: with 1000 x 2500 data, a column of a product 13 or 16
 wide differed from one 2-8 wide); XLA's own dot loops computed its 4-column products 2.3x slower
-(the batch of gissin-fig4's four depths: 52.9 s against 36.6 s)."""
+(the batch of gissin-fig4's four depths: 52.9 s against 36.6 s). Only at the small sweep's own
+width: a program of the same sweep at another batch (a threshold refinement's rounds,
+`thresholding._engine_points`) keeps XLA's loops, whose roundings no width changes."""
 
 
 QUICK_COMPILE_OPTIONS = {
@@ -1161,7 +1163,12 @@ class CompiledChunk:
     seeds: tuple[int, ...] | None = None
     small: int | None = None
 
-    def launch(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[tuple[int, int], Any]:
+    def launch(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task,
+               offset: int | None = None) -> tuple[tuple[int, int], Any]:
+        """`offset`: the position of the first row, by default its run id's slot (a chunk of
+        consecutive run ids); rows that are not (a threshold refinement's points, each with the
+        run id of its thresholds row) are placed from `offset` in a one-by-one program, whose
+        rows are computed alone wherever they sit."""
         run_ids = np.asarray(run_ids)
         n = len(run_ids)
         hps = cast_hps(hps, self.program.dtype)
@@ -1172,7 +1179,8 @@ class CompiledChunk:
         if unknown:
             raise ValueError(f"{unknown} not among the values the program was compiled for")
         period = len(self.seeds) if self.seeds else None
-        offset = int(run_ids[0]) % (self.small or period or 1)      # seed is the fastest axis
+        if offset is None:
+            offset = int(run_ids[0]) % (self.small or period or 1)      # seed is the fastest axis
         if not 0 < offset + n <= self.batch:
             raise ValueError(f"a chunk of {n} rows from slot {offset} does not fit the batch of {self.batch}")
         cycle = np.asarray(self.seeds or (), np.int32)
@@ -1197,8 +1205,8 @@ class CompiledChunk:
         records = jax.tree.map(lambda r: np.asarray(r)[:, rows], records)
         return summary, records
 
-    def __call__(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task) -> tuple[dict, tuple]:
-        return self.fetch(self.launch(run_ids, hps, task))
+    def __call__(self, run_ids: np.ndarray, hps: dict[str, np.ndarray], task, offset: int | None = None) -> tuple[dict, tuple]:
+        return self.fetch(self.launch(run_ids, hps, task, offset))
 
 
 def cast_hps(hps: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
@@ -1360,7 +1368,8 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     of `compiled_batch`, with XLA's `COMPILER_OPTIONS`. `constant` maps the axes with one value per
     chunk to the values they take (`specialized_axes`); `seeds` are the slots of the per-seed
     layout (`seed_slots`); `small` is the batch of a small sweep (`small_sweep_batch`), which runs
-    in lockstep on the first device and replays one (row, group) pair at a time. A
+    in lockstep on the first device and replays one (row, group) pair at a time, its products in
+    YNNPACK where its program has `shared_products` (`SHARED_PRODUCTS_OPTIONS`). A
     `Program.sequential` runs its trajectories one after another (`run_sequential`), whatever the
     layout, dealt over the devices of `deal_count` (`_dealt_over_devices`). Otherwise, with
     several `lockstep_devices`, the batch axis is sharded over all of them (a 1-D `NamedSharding`
@@ -1407,7 +1416,7 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
             SEQUENTIAL_SPEED_OPTIONS | (QUICK_COMPILE_OPTIONS if program.quick_compile else {}))
         executable = _compile(lowered, SEQUENTIAL_COMPILER_OPTIONS, speed)
     else:
-        executable = lowered.compile(compiler_options=SHARED_PRODUCTS_OPTIONS if program.shared_products
+        executable = lowered.compile(compiler_options=SHARED_PRODUCTS_OPTIONS if program.shared_products and small
                                      else COMPILER_OPTIONS)
     return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant, seeds,
                          small)

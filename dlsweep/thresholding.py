@@ -172,7 +172,9 @@ def _engine_points(sweep: Sweep, folder: Path, n_points: int):
     program of its own at the size of a round (`n_points`), two record points, every axis batched.
     The layout is chosen for points that stop close together (`stops_apart=False`: a round's points
     lie near one threshold each), so a sweep that ran one by one only because its runs' stops lie
-    far apart (`engine.CONVERGING_WORK_FACTOR`) refines in a batch."""
+    far apart (`engine.CONVERGING_WORK_FACTOR`) refines in a batch. On every layout a point's init
+    key is its given run id (`statuses`: its thresholds row's, so a row's points share one init
+    draw); a small sweep's one-by-one program places the points from its first slot."""
     program, _, task = compile_inputs(sweep, stops_apart=False)
     if program.sequential:
         manifest = store.read_manifest(folder)
@@ -192,9 +194,9 @@ def _engine_points(sweep: Sweep, folder: Path, n_points: int):
         for values in np.unique(constant, axis=0):
             rows = np.nonzero(np.all(constant == values, axis=1))[0]
             for c in grid.chunks(len(rows), size):
-                part = rows[c.start:c.stop]
-                ids = np.arange(len(part)) if compiled.small else run_ids[part]     # a small batch: from slot 0
-                parts.append((part, compiled(ids, {k: v[part] for k, v in hps.items()}, task)[0]))
+                part = rows[c.start:c.stop]          # a small batch from slot 0 (one by one, rows alone)
+                parts.append((part, compiled(run_ids[part], {k: v[part] for k, v in hps.items()}, task,
+                                             offset=0 if compiled.small else None)[0]))
         order = np.argsort(np.concatenate([part for part, _ in parts]), kind="stable")
         return {name: np.concatenate([summary[name] for _, summary in parts])[order] for name in ("hit", "diverged")}
 

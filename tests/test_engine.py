@@ -223,7 +223,8 @@ def test_a_small_sweep_on_shared_data_runs_batched_with_library_dots(tmp_path, m
     `engine.SHARED_DATA_MIN_BYTES` (lowered too), drawn once for all its runs, runs batched
     (`Program.shared_products`): its products go to YNNPACK (`SHARED_PRODUCTS_OPTIONS`), whose
     roundings depend on the batch's width, which a small sweep never changes, so chunks of 2 (and
-    one) and of all its runs give the same bits, hitting levels replayed included. Each run's results
+    one) and of all its runs give the same bits, hitting levels replayed included; a program of
+    the sweep at another batch (a threshold refinement's) keeps XLA's loops. Each run's results
     agree with the same runs one by one (other dots, other roundings: float32 over 600 steps, so
     the final losses within 1e-3 relative and the stops within one check interval). Several
     seeds (data per seed), a task under the bound, or one run keep the runs one by one."""
@@ -240,6 +241,8 @@ def test_a_small_sweep_on_shared_data_runs_batched_with_library_dots(tmp_path, m
     assert program.shared_products and not program.sequential
     compiled = api.compile_sweep(sweep, program, task, flat.size, flat.size)
     assert "ynn_fusion" in compiled.executable.as_text()
+    other_width = engine.compile_chunk(program, engine.LANES, list(sweep.axes), task, sweep.seed)   # not the small batch
+    assert "ynn_fusion" not in other_width.executable.as_text()
     folders = [api.run(sweep, out=tmp_path / str(size), chunk_size=size, progress_bar=False).folder
                for size in (None, 2)]
     tables = [frames(folder) for folder in folders]
