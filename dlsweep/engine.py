@@ -135,8 +135,7 @@ class Program:
     all in lockstep); the trajectories run one after another when `sequential`
     (`run_sequential`); the levels are tested after every step instead of by a block's peak and a
     replay when `hits_every_step`; `unroll` GD steps per iteration of the compiled loop
-    (`_loop`); a small batch's products with the data all its runs share go to a library
-    (`shared_products`, `SHARED_PRODUCTS_OPTIONS`); all chosen by `with_layout`."""
+    (`_loop`); all chosen by `with_layout`."""
 
     model: Any
     levels: tuple[float, ...]
@@ -154,7 +153,6 @@ class Program:
     step_flops: float = 0.0     # one trajectory's gradient (`step_cost`), set with the layout
     quick_compile: bool = False  # one by one: `QUICK_COMPILE_OPTIONS` pay (set with the layout); a program
                                  # that selects features keeps XLA's defaults all the same (`compile_chunk`)
-    shared_products: bool = False  # a small batch on shared data: `SHARED_PRODUCTS_OPTIONS` (set with the layout)
 
     @classmethod
     def from_sweep(cls, sweep, model) -> "Program":
@@ -177,13 +175,11 @@ class StepCost:
     whether the step (the gradient, and the observation the hitting levels take every step)
     calls a library routine (a custom call: LAPACK's SVD or eigh on CPU), which XLA neither fuses
     nor vectorizes across a batch and whose cost the analysis does not count; `parameters`, the
-    number of its parameters' entries, which XLA's own loops (the update) touch every step;
-    `task_bytes`, the bytes of the task it reads, the data its model draws included."""
+    number of its parameters' entries, which XLA's own loops (the update) touch every step."""
 
     flops: float
     library_calls: bool
     parameters: int
-    task_bytes: int       # the task one trajectory reads, the data its model draws included
 
 
 def _one_trajectory(program: Program, hp_names, task):
@@ -202,8 +198,7 @@ def step_cost(program: Program, hp_names, task) -> StepCost:
     return StepCost(flops=float((gradient.cost_analysis() or {}).get("flops", 0.0)),
                     library_calls=any("custom_call" in lowered.as_text()
                                       for lowered in (gradient, observed) if lowered is not None),
-                    parameters=sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(params)),
-                    task_bytes=_tree_bytes(full))
+                    parameters=sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(params)))
 
 
 ACCELERATOR_UNROLL = 8
@@ -221,21 +216,6 @@ every run to about the same step) 67 s batched against 91 s one by one. A step t
 library routine runs one by one at any cost (`StepCost.library_calls`): linear-net-phase (5e3
 flops and an SVD a step for its hitting levels) 152 s batched against 86 s. An accelerator always
 runs the batch."""
-
-
-SHARED_DATA_MIN_BYTES = 4 * 2**20
-"""On CPU, a small sweep whose costly step reads at least this many bytes of task, drawn once for
-all its runs, runs batched (`with_layout`): a product with data larger than a core's cache is
-bound by reading the data, which a batch reads once for all its runs, and a small batch has one
-width whatever its chunk, so its products can go to a library (YNNPACK) with the same roundings
-in every chunk (`SHARED_PRODUCTS_OPTIONS`). With m x 2,500 measurements on one core of a 2-core
-Xeon, a product and its transpose for 4 runs cost 1.28x one run's at 2.9 MiB, 1.08x at 4.8 MiB,
-1.03x at 9.5 MiB. Its runs then step until the batch's slowest stops: gissin-fig4's four depths
-on 1,000 measurements (9.5 MiB; stops at 2,656-28,832 steps, executed / needed 1.91) ran in
-36.6 s against 56.1 s one by one (a step of the four 1.16 ms, of one 0.93 ms); on 300 (2.9 MiB,
-stops at up to 86,880 of 98,678 steps, a step of the four 1.74x one's) one by one won, 28.8 s
-against 45.5 s. At worst (one run far slower than the rest) a batch costs the ratio of those
-steps, 1.25x here."""
 
 
 SMALL_WORK_FLOPS = 1e10
@@ -260,7 +240,7 @@ gissin-depth-separation (1.5e10; 1.59 -> 1.00) 3.50 + 1.32 -> 0.96 + 3.86 s and 
 0.82 + 3.63 s, the same first-hitting and stop steps."""
 
 
-def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool = True, seeds: int = 1) -> Program:
+def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool = True) -> Program:
     """`program` with its layout chosen from its step's cost (`step_cost`):
 
     - refill: dropped (all in lockstep, `refill_from` at the last step) when refilling cannot pay:
@@ -274,10 +254,6 @@ def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool
     - quick compile: a one-by-one program whose step is its products (the first two reasons)
       in a sweep of less work than `QUICK_COMPILE_MAX_FLOPS` or of at most
       `QUICK_COMPILE_MAX_PARAMETERS` parameters (`QUICK_COMPILE_OPTIONS`).
-    - shared products: on CPU, a small sweep (`small_sweep_batch`) of at least two runs whose
-      costly gradient (no library call) reads one task of at least `SHARED_DATA_MIN_BYTES`, the
-      data drawn once for all its runs (`seeds`, the values of its seed axis, at most one), runs
-      batched instead of one by one, its products in a library (`SHARED_PRODUCTS_OPTIONS`).
     - on an accelerator: the levels tested after every step (`hits_every_step`, for a model
       without `drift_from`) and `ACCELERATOR_UNROLL` steps per loop iteration.
     A function of the sweep and the backend alone, so every chunk size computes each trajectory
@@ -291,11 +267,9 @@ def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool
     exact = hook(program.model, "drift_from") is None
     small = work < SMALL_WORK_FLOPS * (CONVERGING_WORK_FACTOR if converges and stops_apart else 1)
     products = cost.flops >= SEQUENTIAL_MIN_FLOPS or cost.library_calls
-    shared = (cpu and cost.flops >= SEQUENTIAL_MIN_FLOPS and not cost.library_calls and seeds <= 1
-              and n_runs >= 2 and small_sweep_batch(n_runs) is not None and cost.task_bytes >= SHARED_DATA_MIN_BYTES)
-    sequential = cpu and (products or (small and exact)) and not shared
+    sequential = cpu and (products or (small and exact))
     return dataclasses.replace(program, sequential=sequential, hits_every_step=not cpu and exact,
-                               unroll=1 if cpu else ACCELERATOR_UNROLL, step_flops=cost.flops, shared_products=shared,
+                               unroll=1 if cpu else ACCELERATOR_UNROLL, step_flops=cost.flops,
                                quick_compile=sequential and products and (
                                    work < QUICK_COMPILE_MAX_FLOPS or cost.parameters <= QUICK_COMPILE_MAX_PARAMETERS),
                                refill_from=program.refill_from if refills and work >= REFILL_MIN_FLOPS else steps)
@@ -945,16 +919,6 @@ SEQUENTIAL_SPEED_OPTIONS = {
 }
 
 
-SHARED_PRODUCTS_OPTIONS = SEQUENTIAL_COMPILER_OPTIONS
-"""The options of a small batch on shared data (`Program.shared_products`): YNNPACK's dots, as one
-by one. A small batch has one width whatever its chunk, so they round every run's products alike
-in every chunk (they change with the width: with 1000 x 2500 data, a column of a product 13 or 16
-wide differed from one 2-8 wide); XLA's own dot loops computed its 4-column products 2.3x slower
-(the batch of gissin-fig4's four depths: 52.9 s against 36.6 s). Only at the small sweep's own
-width: a program of the same sweep at another batch (a threshold refinement's rounds,
-`thresholding._engine_points`) keeps XLA's loops, whose roundings no width changes."""
-
-
 QUICK_COMPILE_OPTIONS = {
     # LLVM's O1 pipeline in place of O2, for a one-by-one program whose step is its products
     # (`with_layout`: a gradient of at least SEQUENTIAL_MIN_FLOPS or a library call) where O1's
@@ -1368,8 +1332,7 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     of `compiled_batch`, with XLA's `COMPILER_OPTIONS`. `constant` maps the axes with one value per
     chunk to the values they take (`specialized_axes`); `seeds` are the slots of the per-seed
     layout (`seed_slots`); `small` is the batch of a small sweep (`small_sweep_batch`), which runs
-    in lockstep on the first device and replays one (row, group) pair at a time, its products in
-    YNNPACK where its program has `shared_products` (`SHARED_PRODUCTS_OPTIONS`). A
+    in lockstep on the first device and replays one (row, group) pair at a time. A
     `Program.sequential` runs its trajectories one after another (`run_sequential`), whatever the
     layout, dealt over the devices of `deal_count` (`_dealt_over_devices`). Otherwise, with
     several `lockstep_devices`, the batch axis is sharded over all of them (a 1-D `NamedSharding`
@@ -1416,7 +1379,6 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
             SEQUENTIAL_SPEED_OPTIONS | (QUICK_COMPILE_OPTIONS if program.quick_compile else {}))
         executable = _compile(lowered, SEQUENTIAL_COMPILER_OPTIONS, speed)
     else:
-        executable = lowered.compile(compiler_options=SHARED_PRODUCTS_OPTIONS if program.shared_products and small
-                                     else COMPILER_OPTIONS)
+        executable = lowered.compile(compiler_options=COMPILER_OPTIONS)
     return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant, seeds,
                          small)

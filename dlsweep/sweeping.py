@@ -82,8 +82,7 @@ def compile_inputs(sweep: Sweep, stops_apart: bool = True) -> tuple[engine.Progr
     family = sweep.family
     task = family.make_task(sweep)
     program = engine.Program.from_sweep(sweep, family.build(sweep))
-    program = engine.with_layout(program, list(sweep.axes), task, sweep.n_runs, stops_apart,
-                                 seeds=len(sweep.axes.get("seed", ())))
+    program = engine.with_layout(program, list(sweep.axes), task, sweep.n_runs, stops_apart)
     return program, grid.build(sweep.axes), task
 
 

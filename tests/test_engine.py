@@ -211,59 +211,6 @@ def test_a_step_through_lapack_runs_one_by_one_on_cpu(levels, library_calls):
     assert program.sequential == (library_calls and jax.default_backend() == "cpu")
 
 
-SHARED_DATA = {"name": "sd", "model": "matrix_sensing", "steps": 600, "dtype": "float32", "seed": 3,
-               "task": {"sigma_star": [3.0, 2.0, 1.0], "d": 10, "measurements": 90, "init": "gaussian"},
-               "axes": {"depth": [1, 2, 3], "sigma0": [1e-2], "lr": [0.05]},
-               "record": {"points": 12, "levels": [0.5]}, "stop": {"rel_loss": 1e-2}}
-
-
-def test_a_small_sweep_on_shared_data_runs_batched_with_library_dots(tmp_path, monkeypatch):
-    """On CPU a small sweep (`engine.small_sweep_batch`) of costly steps (at least
-    `engine.SEQUENTIAL_MIN_FLOPS`, lowered to this sweep's) that read one task of at least
-    `engine.SHARED_DATA_MIN_BYTES` (lowered too), drawn once for all its runs, runs batched
-    (`Program.shared_products`): its products go to YNNPACK (`SHARED_PRODUCTS_OPTIONS`), whose
-    roundings depend on the batch's width, which a small sweep never changes, so chunks of 2 (and
-    one) and of all its runs give the same bits, hitting levels replayed included; a program of
-    the sweep at another batch (a threshold refinement's) keeps XLA's loops. Each run's results
-    agree with the same runs one by one (other dots, other roundings: float32 over 600 steps, so
-    the final losses within 1e-3 relative and the stops within one check interval). Several
-    seeds (data per seed), a task under the bound, or one run keep the runs one by one."""
-    sweep = spec.resolve(SHARED_DATA)
-    program, flat, task = api.compile_inputs(sweep)
-    cost = engine.step_cost(program, list(sweep.axes), task)
-    assert not cost.library_calls and cost.task_bytes >= 90 * 10 * 10 * 4          # the measurements
-    monkeypatch.setattr(engine, "SEQUENTIAL_MIN_FLOPS", cost.flops)     # a costly step, at this small size
-    monkeypatch.setattr(engine, "SHARED_DATA_MIN_BYTES", cost.task_bytes)
-    program, flat, task = api.compile_inputs(sweep)
-    if jax.default_backend() != "cpu":
-        assert not program.shared_products
-        return
-    assert program.shared_products and not program.sequential
-    compiled = api.compile_sweep(sweep, program, task, flat.size, flat.size)
-    assert "ynn_fusion" in compiled.executable.as_text()
-    other_width = engine.compile_chunk(program, engine.LANES, list(sweep.axes), task, sweep.seed)   # not the small batch
-    assert "ynn_fusion" not in other_width.executable.as_text()
-    folders = [api.run(sweep, out=tmp_path / str(size), chunk_size=size, progress_bar=False).folder
-               for size in (None, 2)]
-    tables = [frames(folder) for folder in folders]
-    for other in tables[1:]:
-        for a, b in zip(tables[0], other):
-            assert_identical(a, b)
-    batched = tables[0][0]
-    assert (batched[store.hit_columns(3, [0.5])] > 0).all(axis=None) and batched["converged"].all()
-    assert batched["steps_run"].nunique() > 1       # runs that stop apart: the batch steps until its slowest stops
-    monkeypatch.setattr(engine, "SHARED_DATA_MIN_BYTES", cost.task_bytes + 1)
-    alone = api.compile_inputs(sweep)[0]
-    assert alone.sequential and not alone.shared_products
-    one_by_one = store.load(api.run(sweep, out=tmp_path / "one-by-one", progress_bar=False).folder)
-    assert (abs(one_by_one["steps_run"] - batched["steps_run"]) <= sweep.stop.check_every).all()
-    np.testing.assert_allclose(batched["final_loss"], one_by_one["final_loss"], rtol=1e-3)
-    monkeypatch.setattr(engine, "SHARED_DATA_MIN_BYTES", cost.task_bytes)
-    for raw in ({**SHARED_DATA, "axes": {**SHARED_DATA["axes"], "seed": [0, 1]}},
-                {**SHARED_DATA, "axes": {**SHARED_DATA["axes"], "depth": [3]}}):
-        assert api.compile_inputs(spec.resolve(raw))[0].sequential
-
-
 def test_early_stop_of_a_chunk_does_not_change_results(tmp_path):
     """A chunk whose trajectories all converge early stops early; the same trajectories inside a
     chunk that keeps running (one slow trajectory) are frozen at the same step with the same values."""
