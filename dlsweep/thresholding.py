@@ -174,7 +174,8 @@ def _engine_points(sweep: Sweep, folder: Path, n_points: int):
     lie near one threshold each), so a sweep that ran one by one only because its runs' stops lie
     far apart (`engine.CONVERGING_WORK_FACTOR`) refines in a batch. On every layout a point's init
     key is its given run id (`statuses`: its thresholds row's, so a row's points share one init
-    draw); a small sweep's one-by-one program places the points from its first slot."""
+    draw), and the points sit from the program's first slot (where a chunk of consecutive run ids
+    starts in every program here but a small sweep's, whose positions are run ids)."""
     program, _, task = compile_inputs(sweep, stops_apart=False)
     if program.sequential:
         manifest = store.read_manifest(folder)
@@ -194,9 +195,8 @@ def _engine_points(sweep: Sweep, folder: Path, n_points: int):
         for values in np.unique(constant, axis=0):
             rows = np.nonzero(np.all(constant == values, axis=1))[0]
             for c in grid.chunks(len(rows), size):
-                part = rows[c.start:c.stop]          # a small batch from slot 0 (one by one, rows alone)
-                parts.append((part, compiled(run_ids[part], {k: v[part] for k, v in hps.items()}, task,
-                                             offset=0 if compiled.small else None)[0]))
+                part = rows[c.start:c.stop]          # from the first slot: not consecutive run ids
+                parts.append((part, compiled(run_ids[part], {k: v[part] for k, v in hps.items()}, task, offset=0)[0]))
         order = np.argsort(np.concatenate([part for part, _ in parts]), kind="stable")
         return {name: np.concatenate([summary[name] for _, summary in parts])[order] for name in ("hit", "diverged")}
 

@@ -273,7 +273,6 @@ def test_a_random_init_sweeps_bisection_gives_its_points_the_same_init_on_every_
     tables = {}
     for name, min_flops in (("one-by-one", 0.0), ("batched", np.inf)):
         monkeypatch.setattr(engine, "SEQUENTIAL_MIN_FLOPS", min_flops)
-        monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 0.0)
         sweep = spec.resolve(raw)
         assert api.compile_inputs(sweep)[0].sequential == (name == "one-by-one")
         folder = api.run(sweep, out=tmp_path / name, progress_bar=False).folder
