@@ -27,6 +27,7 @@ either, bit for bit.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import os
@@ -73,7 +74,7 @@ CPU_DEVICES_ENV = "DLSWEEP_CPU_DEVICES"     # JAX CPU devices of the `dlsweep` c
 def use_cpu_cores() -> int | None:
     """One JAX CPU device per core this process may use (its affinity), or $DLSWEEP_CPU_DEVICES,
     so that the chunks of a program that runs its trajectories one by one are dealt over the cores
-    (`_dealt_over_devices`). Set before JAX starts its backends (the `dlsweep` command calls it
+    (`DealtExecutable`). Set before JAX starts its backends (the `dlsweep` command calls it
     first); left as it is where XLA_FLAGS already asks for a count or JAX has started. Returns the
     count set, or None."""
     setting = os.environ.get(CPU_DEVICES_ENV, "").strip()
@@ -1062,11 +1063,11 @@ def lockstep_devices() -> list:
 
 
 def deal_count(program: Program, batch: int) -> int:
-    """The devices a one-by-one chunk of `batch` rows deals its runs over (`_dealt_over_devices`):
+    """The devices a one-by-one chunk of `batch` rows deals its runs over (`DealtExecutable`):
     every local device once the chunk's work (rows x steps x the gradient's flops) reaches
     `SMALL_WORK_FLOPS`, else one. Dealing costs 0.1-0.25 s of compile (gissin-fig2's program,
-    2.7e7 flops of work: 0.67-0.78 s on one device, 0.88-0.91 s on two), which only a chunk of
-    that much work wins back."""
+    2.7e7 flops of work, on both cores of a 2-core Xeon: 0.35 s on one device, 0.47-0.49 s
+    lowered and compiled for each of two), which only a chunk of that much work wins back."""
     work = batch * program.record_steps[-1] * max(program.step_flops, 1.0)
     return len(jax.local_devices()) if work >= SMALL_WORK_FLOPS else 1
 
@@ -1076,33 +1077,57 @@ def _batch_mesh(devices) -> jax.sharding.Mesh:
     return jax.sharding.Mesh(np.array(devices), ("batch",))
 
 
-def _dealt_over_devices(fn, devices, hp_names, constant):
-    """`run_sequential` (`fn`) with the chunk's rows dealt over `devices` like cards, row j to
-    device j % len(devices) (neighbouring rows, as a depth's runs, often stop alike), each device
-    running its share one after another (`jax.shard_map`). Each trajectory is still computed
-    alone, so its bits do not depend on the device count; `executed` is summed over the devices."""
-    from jax.sharding import PartitionSpec as P
+@dataclasses.dataclass(frozen=True)
+class DealtExecutable:
+    """A one-by-one chunk program whose rows are dealt over `devices` like cards, row j to device
+    j % len(devices) (neighbouring rows, as a depth's runs, often stop alike), each device running
+    its share one after another with `executables[k]`: the same program (the same lowered module
+    and compile options) compiled for each device. A program partitioned over the devices
+    (`jax.shard_map`) was compiled with other fusions than one device's and rounded differently
+    (docs/architecture.md, "Every core"); one module compiled per device computes each trajectory
+    as one device does, bit for bit. Calling it dispatches every device's share and returns at
+    once (`Dealt`)."""
 
-    mesh = _batch_mesh(devices)
-    rows = P("batch")
+    executables: tuple
+    devices: tuple
 
-    def local(root_key, run_ids, live, hps, task):
-        summary, records = fn(root_key, run_ids, live, hps, task)
-        return jax.lax.psum(summary.pop("executed"), "batch"), summary, records
+    def __call__(self, root_key, run_ids, live, hps, task) -> "Dealt":
+        count = len(self.devices)
+        shares = []
+        for k, (executable, device) in enumerate(zip(self.executables, self.devices)):
+            rows = slice(k, None, count)
+            own = {name: value if np.ndim(value) == 0 else value[rows] for name, value in hps.items()}
+            shares.append(executable(*jax.device_put((root_key, run_ids[rows], live[rows], own, task), device)))
+        return Dealt(tuple(shares))
 
-    sharded = jax.shard_map(local, mesh=mesh, check_vma=False,
-                            in_specs=(P(), rows, rows, {name: P() if name in constant else rows for name in hp_names}, P()),
-                            out_specs=(P(), rows, P(None, "batch")))
 
-    def dealt(root_key, run_ids, live, hps, task):
-        order = np.arange(run_ids.shape[0]).reshape(-1, len(devices)).T.ravel()    # device-major
-        back = np.argsort(order)
-        take = lambda tree, index, axis: jax.tree.map(lambda v: jnp.take(v, index, axis=axis), tree)
-        varying = {name: value for name, value in hps.items() if name not in constant}
-        executed, summary, records = sharded(root_key, *take((run_ids, live), order, 0), hps | take(varying, order, 0), task)
-        return take(summary, back, 0) | {"executed": executed}, take(records, back, 1)
+@dataclasses.dataclass(frozen=True)
+class Dealt:
+    """The per-device results of a `DealtExecutable`, put back in row order by `gathered`."""
 
-    return dealt
+    shares: tuple
+
+    def gathered(self) -> tuple[dict, Any]:
+        """(summary, records) as one device's program returns them: rows interleaved back
+        (device k held rows k, k + n, ...), `executed` summed over the devices."""
+        count = len(self.shares)
+
+        def interleave(axis):
+            def join(*parts):
+                parts = [np.asarray(part) for part in parts]
+                shape = list(parts[0].shape)
+                shape[axis] *= count
+                out = np.empty(shape, parts[0].dtype)
+                for k, part in enumerate(parts):
+                    out[(slice(None),) * axis + (slice(k, None, count),)] = part
+                return out
+            return join
+
+        summaries = [dict(summary) for summary, _ in self.shares]
+        executed = sum(float(summary.pop("executed")) for summary in summaries)
+        summary = jax.tree.map(interleave(0), *summaries)
+        records = jax.tree.map(interleave(1), *[records for _, records in self.shares])
+        return summary | {"executed": executed}, records
 
 
 @dataclasses.dataclass
@@ -1162,7 +1187,8 @@ class CompiledChunk:
     def fetch(launched: tuple[tuple[int, int], Any]) -> tuple[dict, tuple]:
         """The chunk's rows of a launched program's results (and `executed`, the trajectory-steps
         its whole batch computed, fillers and replays included)."""
-        (offset, n), (summary, records) = launched
+        (offset, n), results = launched
+        summary, records = results.gathered() if isinstance(results, Dealt) else results
         rows = slice(offset, offset + n)
         summary = {name: float(value) if name == "executed" else jax.tree.map(lambda v: np.asarray(v)[rows], value)
                    for name, value in summary.items()}
@@ -1249,12 +1275,13 @@ def bytes_per_trajectory(program: Program, hp_names, task) -> int:
     program at a probe batch (arguments + temporaries + outputs, all linear in the batch), plus
     the host copies of its outputs; `jax.eval_shape` of the outputs where no analysis exists."""
     probe = compile_chunk(program, PROBE_BATCH, hp_names, task, 0)
-    stats = probe.executable.memory_analysis()
-    if stats is None:
+    dealt = isinstance(probe.executable, DealtExecutable)
+    stats = [one.memory_analysis() for one in (probe.executable.executables if dealt else (probe.executable,))]
+    if None in stats:
         shapes = jax.eval_shape(lambda *a: run_chunk(program, *a), *_abstract_args(program, 1, hp_names, task))
         return (1 + HOST_COPIES) * _tree_bytes(shapes)
-    device = stats.argument_size_in_bytes + stats.temp_size_in_bytes + stats.output_size_in_bytes
-    return -(-(device + HOST_COPIES * stats.output_size_in_bytes) // probe.batch)
+    device = sum(one.argument_size_in_bytes + one.temp_size_in_bytes + one.output_size_in_bytes for one in stats)
+    return -(-(device + HOST_COPIES * sum(one.output_size_in_bytes for one in stats)) // probe.batch)
 
 
 def memory_budget(fraction_of_device: float = 0.5, fraction_of_host: float = 0.125) -> int:
@@ -1326,6 +1353,20 @@ def _compile(lowered, options: dict, speed: dict):
         return lowered.compile(compiler_options=options)
 
 
+def _one_by_one_executable(fn, args, devices, speed: dict):
+    """`run_sequential` (`fn`) compiled for the abstract `args` of one device's share with
+    `SEQUENTIAL_COMPILER_OPTIONS` and `speed`: on one device its executable; on several the same
+    module lowered for each and compiled side by side (XLA compiles outside Python's lock), a
+    `DealtExecutable`."""
+    if len(devices) == 1:
+        return _compile(jax.jit(fn).lower(*args), SEQUENTIAL_COMPILER_OPTIONS, speed)
+    lowered = [jax.jit(fn, in_shardings=on, out_shardings=on).lower(*args)
+               for on in map(jax.sharding.SingleDeviceSharding, devices)]
+    with concurrent.futures.ThreadPoolExecutor(len(devices)) as pool:
+        executables = pool.map(lambda one: _compile(one, SEQUENTIAL_COMPILER_OPTIONS, speed), lowered)
+        return DealtExecutable(tuple(executables), tuple(devices))
+
+
 def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, constant: dict[str, tuple] | None = None,
                   seeds: tuple[int, ...] | None = None, small: int | None = None) -> CompiledChunk:
     """Lower and compile the chunk program for chunks of `batch` trajectories (timed) at the batch
@@ -1334,7 +1375,7 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     layout (`seed_slots`); `small` is the batch of a small sweep (`small_sweep_batch`), which runs
     in lockstep on the first device and replays one (row, group) pair at a time. A
     `Program.sequential` runs its trajectories one after another (`run_sequential`), whatever the
-    layout, dealt over the devices of `deal_count` (`_dealt_over_devices`). Otherwise, with
+    layout, dealt over the devices of `deal_count` (`DealtExecutable`). Otherwise, with
     several `lockstep_devices`, the batch axis is sharded over all of them (a 1-D `NamedSharding`
     mesh) and the task and key are replicated; every device computes the same layout, so the
     results equal a single-device run bit for bit."""
@@ -1353,8 +1394,10 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     start = time.perf_counter()
     if sequential:
         fn = functools.partial(run_sequential, program, specialized=specialized_axes(constant))
-        if len(devices) > 1:
-            fn = _dealt_over_devices(fn, devices, hp_names, constant)
+        speed = {} if selects_features(program, hp_names, task) else (
+            SEQUENTIAL_SPEED_OPTIONS | (QUICK_COMPILE_OPTIONS if program.quick_compile else {}))
+        executable = _one_by_one_executable(fn, _abstract_args(program, batch // len(devices), hp_names, task, constant),
+                                            devices, speed)
     else:
         if small:
             slots, capacity, slot_capacity = None, len(devices), 1
@@ -1364,21 +1407,16 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
             slot_capacity = replay_capacity(slots, len(devices) * LANES)
         fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant), period=period,
                                capacity=capacity, slots=slots, slot_capacity=slot_capacity)
-    if len(devices) > 1 and not sequential:
-        mesh = _batch_mesh(devices)
-        rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
-        whole = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-        shardings = (whole, rows, rows, {name: whole if name in constant else rows for name in hp_names},
-                     jax.tree.map(lambda _: whole, task))
-        jitted = jax.jit(fn, in_shardings=shardings)
-    else:
-        jitted = jax.jit(fn)
-    lowered = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant))
-    if sequential:
-        speed = {} if selects_features(program, hp_names, task) else (
-            SEQUENTIAL_SPEED_OPTIONS | (QUICK_COMPILE_OPTIONS if program.quick_compile else {}))
-        executable = _compile(lowered, SEQUENTIAL_COMPILER_OPTIONS, speed)
-    else:
+        if len(devices) > 1:
+            mesh = _batch_mesh(devices)
+            rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
+            whole = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+            shardings = (whole, rows, rows, {name: whole if name in constant else rows for name in hp_names},
+                         jax.tree.map(lambda _: whole, task))
+            jitted = jax.jit(fn, in_shardings=shardings)
+        else:
+            jitted = jax.jit(fn)
+        lowered = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant))
         executable = lowered.compile(compiler_options=COMPILER_OPTIONS)
     return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant, seeds,
                          small)
