@@ -643,6 +643,44 @@ def test_one_by_one_runs_on_shared_data_dealt_over_devices_give_the_same_dataset
         assert len(a) and a.equals(b)
 
 
+RUN_THREADED_SWEEP = """
+import sys
+from dlsweep import api, engine, spec
+engine.SEQUENTIAL_MIN_FLOPS = float(sys.argv[3])
+engine.SMALL_WORK_FLOPS = 0.0               # the layout by the gradient's cost alone
+sweep = spec.resolve({"name": "t", "model": "diagonal_net", "steps": 600, "dtype": "float32",
+    "task": {"d": int(sys.argv[2]), "examples": 10, "sparsity": 5, "noise": 0.1},
+    "axes": {"sigma0": {"logspace": [-2, -0.5], "num": 64}, "shape": [0.0, 0.9], "depth": [2], "lr": [2e-3]},
+    "record": {"points": 10}, "stop": {"rel_loss": 0.0}})
+program = api.compile_inputs(sweep)[0]
+api.run(sweep, out=sys.argv[1], progress_bar=False)
+print("sequential", program.sequential, "flops", program.step_flops)
+"""
+
+
+@pytest.mark.parametrize("d", [700, 2000])
+def test_xla_thread_count_does_not_change_the_bits(tmp_path, d):
+    """XLA splits a large product over its thread pool (as many threads as $NPROC, else as the
+    cores the process may use), and a split sum rounds otherwise. A batched sweep's products stay
+    under that size: the largest data a batched program holds (gradient just under
+    `engine.SEQUENTIAL_MIN_FLOPS`: d = 700, 10 examples, chunks of 64) and a one-by-one sweep's
+    (d = 2000) give the same tables with 1 thread and 4. Forced batched, the d = 2000 sweep's
+    products (10 x 2000 by 2000 x 64) gave other tables with 1 thread and 4, so this test sees a
+    layout whose products grow past that size."""
+    script = tmp_path / "run_threaded_sweep.py"
+    script.write_text(RUN_THREADED_SWEEP)
+    outputs = []
+    for threads in (1, 4):
+        folder = tmp_path / f"threads-{threads}"
+        done = subprocess.run([sys.executable, str(script), str(folder), str(d), str(engine.SEQUENTIAL_MIN_FLOPS)],
+                              capture_output=True, text=True, timeout=300, env=os.environ | {"NPROC": str(threads)})
+        assert done.returncode == 0, done.stderr
+        assert f"sequential {d > 700}" in done.stdout
+        outputs.append(frames(folder))
+    for a, b in zip(*outputs):
+        assert len(a) and a.equals(b)
+
+
 CPU_DEVICES = """
 import jax
 from dlsweep import engine
