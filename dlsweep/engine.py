@@ -335,9 +335,10 @@ def init_state(program: Program, key, hp, task) -> TrajectoryState:
 
 def _gd_step(program: Program, params, opt_state, hp, task):
     """One step of the sweep's optimizer (`optimizers`; plain gradient descent by default) on the
-    model's loss."""
+    model's loss, by its `gradient` hook where it has one."""
     optimizer = program.optimizer.transformation(hp, program.dtype)
-    updates, opt_state = optimizer.update(jax.grad(program.model.loss)(params, hp, task), opt_state, params)
+    gradient = hook(program.model, "gradient") or jax.grad(program.model.loss)
+    updates, opt_state = optimizer.update(gradient(params, hp, task), opt_state, params)
     return optax.apply_updates(params, updates), opt_state
 
 
