@@ -132,7 +132,7 @@ STREAMED_MIN_BYTES = 4 << 20
 """Measurements of at least this many bytes (beyond a core's L2 cache) are read once per step
 (`MatrixSensing.gradient`). One core of a 2-core Xeon (L2 2 MiB), float32, d = 50, the gradient
 alone: m = 1,000 (10 MB) 737 -> 567 us, m = 600 (6 MB) 427 -> 340 us, m = 300 (3 MB) 167 -> 167
-us; gissin-fig1a's 3 runs x 10,000 steps 25.0 -> 20.7 s."""
+us; gissin-fig1a's 3 runs x 10,000 steps 25.0 -> 21.0 s."""
 STREAM_BLOCK_BYTES = 384 << 10
 """Rows of the measurements per block of `_gram_times`: a block stays in L2 between its two
 products (d = 50, float32: 39 rows; 32-64 rows ran within 3% of each other)."""
