@@ -606,6 +606,27 @@ def test_one_by_one_runs_dealt_over_three_devices_give_the_same_dataset_as_one(t
     assert executed[0] == executed[1] == runs["steps_run"].sum()
 
 
+def tables_of_runs(tmp_path, script, args, settings):
+    """`script` run in a process of its own once per (name, environment, expected output) of
+    `settings`, with the folder `tmp_path / name` and `args` as its arguments: each run's
+    (runs, trajectories) tables, once its output holds what it should."""
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    tables = []
+    for name, env, expected in settings:
+        done = subprocess.run([sys.executable, str(path), str(tmp_path / name), *map(str, args)], capture_output=True,
+                              text=True, timeout=300, env=os.environ | env)
+        assert done.returncode == 0, done.stderr
+        assert expected in done.stdout
+        tables.append(frames(tmp_path / name))
+    return tables
+
+
+def assert_same_tables(first, second):
+    for a, b in zip(first, second):
+        assert len(a) and a.equals(b)
+
+
 RUN_DATA_SWEEP = """
 import sys
 from dlsweep import api, engine, spec
@@ -629,18 +650,9 @@ def test_one_by_one_runs_on_shared_data_dealt_over_devices_give_the_same_dataset
     module one device compiles (`engine.DealtExecutable`), so every table equals one device's bit
     for bit. A program partitioned over the devices (`jax.shard_map`) rounded its gradient
     otherwise: final losses up to 2% apart on 2 and on 3 devices (runs converged near 1e-12)."""
-    script = tmp_path / "run_data_sweep.py"
-    script.write_text(RUN_DATA_SWEEP)
-    outputs = []
-    for count in (1, devices):
-        folder = tmp_path / f"devices-{count}"
-        done = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True, timeout=300,
-                              env=os.environ | {"XLA_FLAGS": f"--xla_force_host_platform_device_count={count}"})
-        assert done.returncode == 0, done.stderr
-        assert f"dealt over {count}" in done.stdout
-        outputs.append(frames(folder))
-    for a, b in zip(*outputs):
-        assert len(a) and a.equals(b)
+    assert_same_tables(*tables_of_runs(tmp_path, RUN_DATA_SWEEP, [], [
+        (f"devices-{count}", {"XLA_FLAGS": f"--xla_force_host_platform_device_count={count}"}, f"dealt over {count}")
+        for count in (1, devices)]))
 
 
 RUN_THREADED_SWEEP = """
@@ -667,18 +679,8 @@ def test_xla_thread_count_does_not_change_the_bits(tmp_path, d):
     (d = 2000) give the same tables with 1 thread and 4. Forced batched, the d = 2000 sweep's
     products (10 x 2000 by 2000 x 64) gave other tables with 1 thread and 4, so this test sees a
     layout whose products grow past that size."""
-    script = tmp_path / "run_threaded_sweep.py"
-    script.write_text(RUN_THREADED_SWEEP)
-    outputs = []
-    for threads in (1, 4):
-        folder = tmp_path / f"threads-{threads}"
-        done = subprocess.run([sys.executable, str(script), str(folder), str(d), str(engine.SEQUENTIAL_MIN_FLOPS)],
-                              capture_output=True, text=True, timeout=300, env=os.environ | {"NPROC": str(threads)})
-        assert done.returncode == 0, done.stderr
-        assert f"sequential {d > 700}" in done.stdout
-        outputs.append(frames(folder))
-    for a, b in zip(*outputs):
-        assert len(a) and a.equals(b)
+    assert_same_tables(*tables_of_runs(tmp_path, RUN_THREADED_SWEEP, [d, engine.SEQUENTIAL_MIN_FLOPS], [
+        (f"threads-{threads}", {"NPROC": str(threads)}, f"sequential {d > 700}") for threads in (1, 4)]))
 
 
 CPU_DEVICES = """
