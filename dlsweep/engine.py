@@ -1111,17 +1111,12 @@ class Dealt:
     def gathered(self) -> tuple[dict, Any]:
         """(summary, records) as one device's program returns them: rows interleaved back
         (device k held rows k, k + n, ...), `executed` summed over the devices."""
-        count = len(self.shares)
 
         def interleave(axis):
-            def join(*parts):
-                parts = [np.asarray(part) for part in parts]
-                shape = list(parts[0].shape)
-                shape[axis] *= count
-                out = np.empty(shape, parts[0].dtype)
-                for k, part in enumerate(parts):
-                    out[(slice(None),) * axis + (slice(k, None, count),)] = part
-                return out
+            def join(*parts):        # (.., rows of a share, ..) x devices -> (.., rows, ..), row j n + k from share k
+                stacked = np.stack([np.asarray(part) for part in parts], axis=axis + 1)
+                shape = stacked.shape
+                return stacked.reshape(*shape[:axis], shape[axis] * shape[axis + 1], *shape[axis + 2:])
             return join
 
         summaries = [dict(summary) for summary, _ in self.shares]
