@@ -43,7 +43,7 @@ ROW_AXES = {"shape", "momentum", "b1", "b2"}         # heatmap rows of equal hei
 
 
 STYLE = Path(__file__).with_name("figure.mplstyle")
-"""The package's figure style (fonts, colours, 200 dpi PNG, tight bounding box, editable PDF text)."""
+"""The package's figure style (fonts, colours, 200 dpi PNG, editable PDF text)."""
 
 
 def styled(draw):
@@ -785,10 +785,10 @@ UNDATED = {".pdf": {"CreationDate": None}, ".svg": {"Date": None}}    # the same
 
 @styled
 def save(figure: Figure, paths, keep_open: bool = False) -> None:
-    """Write a figure to every path (PNG at 200 dpi, or PDF / SVG by suffix; `STYLE`'s tight
-    bounding box, so nothing outside the axes is cut; no date in a PDF or SVG, so a figure redrawn
-    from the same data is the same file), then close it (unless `keep_open`). A path that cannot
-    be written is a PlotError naming it."""
+    """Write a figure to every path (PNG at 200 dpi, or PDF / SVG by suffix; the whole canvas as
+    its constrained layout placed every artist; no date in a PDF or SVG, so a figure redrawn from
+    the same data is the same file), then close it (unless `keep_open`). A path that cannot be
+    written is a PlotError naming it."""
     try:
         for path in map(Path, paths):
             try:

@@ -68,6 +68,27 @@ def merged(base: dict, changes: dict) -> dict:
     return raw
 
 
+@pytest.fixture(autouse=True)
+def _saved_figures_fit(monkeypatch):
+    """Every figure a test saves through `plot.save` holds all its artists inside its canvas: the
+    package saves the canvas as laid out (no tight bounding box), so anything the layout left
+    outside would be cut. Checked to a pixel at the figure's dpi."""
+    from dlsweep import plot
+
+    save = plot.save
+
+    def checked(figure, paths, keep_open=False):
+        with plot.matplotlib.rc_context(fname=plot.STYLE):
+            figure.draw_without_rendering()
+            drawn = figure.get_tightbbox(figure.canvas.get_renderer())
+        whole, pixel = figure.bbox_inches, 1.0 / figure.dpi
+        assert (drawn.x0 >= whole.x0 - pixel and drawn.y0 >= whole.y0 - pixel and drawn.x1 <= whole.x1 + pixel
+                and drawn.y1 <= whole.y1 + pixel), f"the figure's artists {drawn} reach outside its canvas {whole}"
+        return save(figure, paths, keep_open)
+
+    monkeypatch.setattr(plot, "save", checked)
+
+
 @pytest.fixture
 def write_spec(tmp_path):
     """write_spec(changes=None, base=SMALL, name="spec.toml", drop=()) -> path of a TOML spec."""
