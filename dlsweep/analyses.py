@@ -156,17 +156,27 @@ def accessibility(folder: str | Path, ensembles: int = 2) -> pd.DataFrame:
         correct, count = 0, 0
         for run_id, seed in runs.loc[runs.seed.isin(members), ["run_id", "seed"]].itertuples(index=False):
             drawn = engine.draw_task(program, task, int(seed), sweep.seed)
-            path = coordinates[rows_of[run_id]]                                  # (steps, d p): U^T W per step
-            steps = len(path)
-            # x Z W = (x Z U)(U^T W), every recorded step in one product: (n, d) @ (d, steps p)
+            path = coordinates[rows_of[run_id]].reshape(-1, d, p)                # U^T W per recorded step
             x, whitening, pcs = (np.asarray(drawn[name], np.float64) for name in ("x", "whitening", "pcs"))
-            inputs = x @ whitening @ pcs
-            outputs = inputs @ path.reshape(steps, d, p).transpose(1, 0, 2).reshape(d, steps * p)
-            correct = correct + (np.argmax(outputs.reshape(-1, steps, p), axis=2) == drawn["labels"][:, None]).sum(axis=1)
-            count += steps
+            predicted = _argmax_over_classes(x @ whitening @ pcs, path)
+            correct = correct + (predicted == drawn["labels"][:, None]).sum(axis=1)
+            count += len(path)
         tables.append(pd.DataFrame({"example": np.arange(len(correct)), "ensemble": ensemble,
                                     "accessibility": correct / count}))
     return pd.concat(tables, ignore_index=True)
+
+
+def _argmax_over_classes(inputs: np.ndarray, path: np.ndarray) -> np.ndarray:
+    """argmax_c (inputs @ path[t])[n, c] for every example n and step t, (n, steps), the first
+    class of the largest output on a tie (`np.argmax`'s rule): one (n, d) @ (d, steps) product and
+    one elementwise pass per class, every step at once (`inputs` (n, d), `path` (steps, d, p))."""
+    best, chosen = inputs @ path[:, :, 0].T, np.zeros((len(inputs), len(path)), np.intp)
+    for c in range(1, path.shape[2]):
+        output = inputs @ path[:, :, c].T
+        larger = output > best
+        np.copyto(best, output, where=larger)
+        chosen[larger] = c
+    return chosen
 
 
 def learning_order(folder: str | Path) -> pd.DataFrame:

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from dlsweep import api, reproduce, spec
+from dlsweep import analyses, api, reproduce, spec
 from dlsweep.analysis import theory
 
 def test_gidel_fig1_two_layers_turn_each_component_on_at_the_discrete_recursions_step(quick_reproduction):
@@ -224,6 +224,19 @@ def test_hacohen_fig7_accessibility_rebuilds_each_networks_classifications(quick
         order = api.learning_order(folder)
         assert list(order.examples) == [360, 1797]           # the fastest fifth: ceil(0.2 x 1797)
         assert order.correlation.between(-1, 1).all()
+
+
+def test_accessibility_takes_numpys_argmax_with_its_ties():
+    """The class each (example, step) is given by accessibility's product (one class at a time)
+    is np.argmax of the whole (example, step, class) output, ties to the first class included:
+    expected equal on random inputs (300 examples, 7 dimensions, 20 steps, 6 classes) where
+    classes 1 and 4 have the same weights: an exact tie in every output, which class 1 wins."""
+    rng = np.random.default_rng(3)
+    inputs, path = rng.normal(size=(300, 7)), rng.normal(size=(20, 7, 6))
+    path[:, :, 4] = path[:, :, 1]
+    expected = np.argmax(np.einsum("nk,tkc->ntc", inputs, path), axis=2)
+    assert (expected == 1).any() and not (expected == 4).any()
+    np.testing.assert_array_equal(analyses._argmax_over_classes(inputs, path), expected)
 
 
 def test_hacohen_fig2_depth_one_distances_and_spread_follow_eq10(tmp_path):
