@@ -154,6 +154,7 @@ class Program:
     step_flops: float = 0.0     # one trajectory's gradient (`step_cost`), set with the layout
     quick_compile: bool = False  # one by one: `QUICK_COMPILE_OPTIONS` pay (set with the layout); a program
                                  # that selects features keeps XLA's defaults all the same (`compile_chunk`)
+    switches: bool = False      # one by one: each run's depth compiled in (`SWITCH_MIN_FLOPS`; set with the layout)
 
     @classmethod
     def from_sweep(cls, sweep, model) -> "Program":
@@ -255,6 +256,8 @@ def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool
     - quick compile: a one-by-one program whose step is its products (the first two reasons)
       in a sweep of less work than `QUICK_COMPILE_MAX_FLOPS` or of at most
       `QUICK_COMPILE_MAX_PARAMETERS` parameters (`QUICK_COMPILE_OPTIONS`).
+    - switches: a one-by-one sweep of at least `SWITCH_MIN_FLOPS` of work compiles in each run's
+      depth, whatever the chunks hold.
     - on an accelerator: the levels tested after every step (`hits_every_step`, for a model
       without `drift_from`) and `ACCELERATOR_UNROLL` steps per loop iteration.
     A function of the sweep and the backend alone, so every chunk size computes each trajectory
@@ -273,6 +276,7 @@ def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool
                                unroll=1 if cpu else ACCELERATOR_UNROLL, step_flops=cost.flops,
                                quick_compile=sequential and products and (
                                    work < QUICK_COMPILE_MAX_FLOPS or cost.parameters <= QUICK_COMPILE_MAX_PARAMETERS),
+                               switches=sequential and work >= SWITCH_MIN_FLOPS,
                                refill_from=program.refill_from if refills and work >= REFILL_MIN_FLOPS else steps)
 
 
@@ -943,6 +947,18 @@ with `QUICK_COMPILE_OPTIONS` whatever its parameters: it runs for seconds, where
 compile saves weigh about as much as 1.1-1.25x slower elementwise loops would cost (the break-even
 is 1.6-7 s of steps, 2e10 to 4e11 flops at the 10-60 GFLOP/s these steps reach on one core)."""
 
+SWITCH_MIN_FLOPS = 1e11
+"""A one-by-one sweep of at least this much work (its runs' gradients to the step limit) compiles
+in each run's value of the `SPECIALIZED_HPS` (depth) whether or not a chunk holds one value of it
+(`compile_chunk`'s `switched`): a `lax.switch` per block picks the branch of the run's depth, so
+a shallow run multiplies only the layers it uses instead of the deepest run's, the others masked
+(a linear network's padded layer enters as the identity, so its results are the same bits either
+way; a model may round a compiled-in depth otherwise, as the convolutional network does). It
+costs compile time, one branch per value; above this work the steps it saves weigh more. One core
+of a 2-core Xeon, compile + run, masked -> switched: hacohen-fig4's natural digits (depths 1, 2,
+5; 1.8e12 flops) 2.69 + 18.43 -> 3.04 + 8.89 s; linear-net-phase's Gaussian init (1,080 runs, 5
+depths) 1.70 + 26.91 -> 2.37 + 25.08 s; below it, gidel-fig2 (6 runs) 1.66 + 0.50 -> 2.15 + 0.50 s."""
+
 QUICK_COMPILE_MAX_PARAMETERS = 16_384
 """A one-by-one sweep of a model with at most this many parameter entries compiles with
 `QUICK_COMPILE_OPTIONS` whatever its work: its elementwise loops are a small part of a step that
@@ -1364,10 +1380,13 @@ def _one_by_one_executable(fn, args, devices, speed: dict):
 
 
 def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, constant: dict[str, tuple] | None = None,
-                  seeds: tuple[int, ...] | None = None, small: int | None = None) -> CompiledChunk:
+                  seeds: tuple[int, ...] | None = None, small: int | None = None,
+                  switched: dict[str, tuple] | None = None) -> CompiledChunk:
     """Lower and compile the chunk program for chunks of `batch` trajectories (timed) at the batch
     of `compiled_batch`, with XLA's `COMPILER_OPTIONS`. `constant` maps the axes with one value per
-    chunk to the values they take (`specialized_axes`); `seeds` are the slots of the per-seed
+    chunk to the values they take (`specialized_axes`); `switched` maps every axis to its values,
+    of which a one-by-one program that `Program.switches` compiles in each run's own
+    (`specialized_axes` of them, switched per run); `seeds` are the slots of the per-seed
     layout (`seed_slots`); `small` is the batch of a small sweep (`small_sweep_batch`), which runs
     in lockstep on the first device and replays one (row, group) pair at a time. A
     `Program.sequential` runs its trajectories one after another (`run_sequential`), whatever the
@@ -1389,7 +1408,8 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
         batch = compiled_batch(batch, period, devices=len(devices), small=small)
     start = time.perf_counter()
     if sequential:
-        fn = functools.partial(run_sequential, program, specialized=specialized_axes(constant))
+        fn = functools.partial(run_sequential, program,
+                               specialized=specialized_axes(constant | ((switched or {}) if program.switches else {})))
         speed = {} if selects_features(program, hp_names, task) else (
             SEQUENTIAL_SPEED_OPTIONS | (QUICK_COMPILE_OPTIONS if program.quick_compile else {}))
         executable = _one_by_one_executable(fn, _abstract_args(program, batch // len(devices), hp_names, task, constant),

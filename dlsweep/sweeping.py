@@ -150,7 +150,8 @@ def compile_sweep(sweep: Sweep, program: engine.Program, task: dict, size: int, 
     follows_leading = group < sweep.n_runs
     return engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
                                 constant=grid.constant_axes(sweep.axes, follows_leading),
-                                seeds=engine.seed_slots(program.model, sweep.axes), small=small_batch(sweep, program))
+                                seeds=engine.seed_slots(program.model, sweep.axes), small=small_batch(sweep, program),
+                                switched={name: tuple(values.tolist()) for name, values in sweep.axes.items()})
 
 
 def _prepared(spec: str | Path | Sweep | Mapping, out, overrides: Sequence[str], chunk_size: int | None,

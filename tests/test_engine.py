@@ -152,6 +152,34 @@ SMALL = {
 }
 
 
+# depths 1, 2 and 4 in one chunk (too few runs per depth for chunks to follow the depths), data per seed
+SWITCHED = {"name": "sw", "model": "linear_net", "steps": 400, "dtype": "float32",
+            "task": {"data": "spectrum", "eigenvalues": [1.0, 0.8, 0.6], "w_true": [1.0, 0.5, 0.25], "width": 6,
+                     "init": "gaussian"},
+            "axes": {"depth": [1, 2, 4], "sigma0": {"logspace": [-3, -1], "num": 3}, "lr": [0.05], "seed": [0, 1]},
+            "record": {"points": 15, "levels": []}, "stop": {"rel_loss": 1e-6}}
+
+
+def test_a_one_by_one_program_switched_to_each_runs_depth_gives_the_masked_ones_bits(tmp_path, monkeypatch):
+    """A one-by-one sweep of enough work (`engine.SWITCH_MIN_FLOPS`, lowered here) compiles in each
+    run's depth, a branch per value, where one of less work multiplies the deepest run's layers,
+    those past a run's depth masked to the identity. Expected: the same runs and trajectories
+    tables bit for bit (an identity layer's products are exact), with the depths 1, 2 and 4 in
+    one chunk: a run given another depth's branch would differ from its first step on."""
+    monkeypatch.setattr(engine, "SEQUENTIAL_MIN_FLOPS", 0.0)
+    sweep = spec.resolve(SWITCHED)
+    tables = []
+    for switch_min in (np.inf, 0.0):
+        monkeypatch.setattr(engine, "SWITCH_MIN_FLOPS", switch_min)
+        program = api.compile_inputs(sweep)[0]
+        assert program.sequential and program.switches == (switch_min == 0.0)
+        assert sweeping.chunk_group(sweep, program) == sweep.n_runs          # the depths share chunks
+        tables.append(frames(api.run(sweep, out=tmp_path / str(switch_min), progress_bar=False).folder))
+    assert_same_tables(*tables)
+    runs = tables[0][0]
+    assert runs.groupby("depth").final_loss.nunique().min() > 1 and runs.final_loss.nunique() > 6
+
+
 @pytest.mark.parametrize("sequential", [False, True], ids=["lockstep", "sequential"])
 @pytest.mark.parametrize("family", marked_slow(SMALL, {"matrix_sensing"}))
 def test_a_small_sweep_is_compiled_at_its_own_size(tmp_path, monkeypatch, family, sequential):
