@@ -285,7 +285,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("Figures 4a and 4c on the 8x8 digits (CIFAR-10 cannot be downloaded here): the convergence rate "
                  "along each principal direction falls with its eigenvalue as eq. 10 predicts for depths 1, 2 and "
                  "5; on whitened data every direction converges at one rate."),
-        quick_seconds=12.4, full_seconds=50.1),
+        quick_seconds=8.7, full_seconds=28.2, measured_on=XEON_2_8_CPU),
     Reproduction(
         "hacohen-fig7", "Hacohen & Weinshall, Figure 7a",
         "learning-order consistency of linear networks on the 8x8 digits: the correlation of two ensembles' "
