@@ -237,7 +237,8 @@ class LinearNet:
     def product(self, params, depth):
         """W = W_1 ... W_L; depth 1 is `single`, unused hidden layers enter as the identity (so get
         no gradient). A Python-integer depth (compiled in) multiplies only the layers it uses. Small
-        layers on CPU are multiplied by `chain.chain`."""
+        layers on CPU are multiplied by `chain.chain`, others in the order of fewest multiplies
+        (`chain.cheapest`)."""
         if self.max_depth == 1:
             return params["single"]
         if isinstance(depth, (int, np.integer)):
@@ -251,10 +252,7 @@ class LinearNet:
     def _chain(self, *factors):
         if chain.fits(self.d, self.p, self.width):
             return chain.chain(*factors)
-        w = factors[0]
-        for factor in factors[1:]:
-            w = w @ factor
-        return w
+        return chain.cheapest(*factors)
 
     def loss(self, params, hp, task):
         """1/2 tr(W^T Sigma_x W) - tr(W^T Sigma_xy) + 1/(2n) ||Y||^2 (module docstring)."""
