@@ -11,7 +11,7 @@ def __getattr__(name: str):
     """`dlsweep.load` and `dlsweep.load_trajectories` import the store (and JAX) when first used,
     so that importing the package is instant: the command line arms its Ctrl-C handling first."""
     if name in ("load", "load_trajectories"):
-        from dlsweep import store
+        from dlsweep import api
 
-        return getattr(store, name)
+        return getattr(api, name)
     raise AttributeError(f"module 'dlsweep' has no attribute {name!r}")

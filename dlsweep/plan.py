@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -124,6 +125,16 @@ class Disk:
     def total(self) -> int:
         return self.runs + self.trajectories
 
+    def beyond_free_space(self, folder: Path, share: float = 1.0) -> str | None:
+        """A note when `share` of the estimate (the chunks still to run) is more than the space
+        free on `folder`'s file system, else None."""
+        need, free = self.total * share, shutil.disk_usage(folder).free
+        if need <= free:
+            return None
+        return (f"{folder}: the chunks to run may write about {human_bytes(need)}, more than the {human_bytes(free)} "
+                f"free there; a full disk stops the run after its last finished chunk (kept): free space, or "
+                f"shrink the sweep ([record] points, [record] trajectories = false, fewer axis values)")
+
     def describe(self) -> str:
         if not self.recorded:
             return f"disk about {human_bytes(self.total)} (runs; no trajectories: [record] trajectories = false)"
@@ -135,7 +146,8 @@ def size_line(folder: Path, axes: Mapping[str, np.ndarray], steps: int, disk: Di
     """The line a run prints before compiling: trajectories, the trajectory-steps they run at
     most, and the disk."""
     n_runs = math.prod(len(values) for values in axes.values())
-    product = " x ".join(f"{axis} {len(values)}" for axis, values in axes.items())
+    shown = lambda values: ", ".join(f"{v:g}" for v in values) if len(values) <= 3 else f"{values[0]:g} .. {values[-1]:g}"  # noqa: E731
+    product = " x ".join(f"{axis} {len(values)} [{shown(values)}]" for axis, values in axes.items())
     return (f"{folder}: {n_runs} trajectories ({product}) x {steps} steps = at most {n_runs * steps:.3g} "
             f"trajectory-steps; {disk.describe()}")
 

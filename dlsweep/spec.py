@@ -205,10 +205,16 @@ class _Where:
         self.source, self.overridden = source, overridden
 
     def error(self, key: str, message: str) -> SpecError:
+        return SpecError(self.at(key, message))
+
+    def warn(self, key: str, message: str) -> None:
+        warnings.warn(self.at(key, message), DlsweepWarning, stacklevel=4)
+
+    def at(self, key: str, message: str) -> str:
         related = [item for k, item in self.overridden.items()
                    if k == key or k.startswith(key + ".") or key.startswith(k + ".")]
         origin = f" (from overrides=[{related[0]!r}])" if related else ""
-        return SpecError(f"{self.source}: key '{key}'{origin}: {message}")
+        return f"{self.source}: key '{key}'{origin}: {message}"
 
 
 def resolve(raw: Mapping[str, Any], source: str = "<memory>", overridden: Mapping[str, str] | None = None,
@@ -446,6 +452,10 @@ def _axis_range(table: dict, key: str, where: _Where) -> list[float]:
     if too_large:
         raise where.error(f"{key}.num", too_large)
     if kind == "logspace":
+        if all(0 < b < 1 for b in bounds):
+            where.warn(f"{key}.logspace", f"the bounds are exponents of 10, so {bounds!r} gives values "
+                       f"{10.0 ** bounds[0]:g} .. {10.0 ** bounds[1]:g}; for values {bounds[0]:g} .. {bounds[1]:g} write "
+                       f"logspace = [{math.log10(bounds[0]):.4g}, {math.log10(bounds[1]):.4g}]")
         return np.logspace(bounds[0], bounds[1], num).tolist()
     return np.linspace(bounds[0], bounds[1], num).tolist()
 

@@ -28,6 +28,7 @@ import platform
 import re
 import shutil
 import time
+import warnings
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +41,7 @@ import pyarrow.parquet as pq
 from dlsweep import __version__
 from dlsweep.errors import StoreError
 from dlsweep.model import INTEGER_HPS
+from dlsweep.warning import DlsweepWarning
 
 if TYPE_CHECKING:
     from dlsweep.spec import Sweep
@@ -483,6 +485,16 @@ def partial_note(folder: str | Path) -> str | None:
     """'partial: x of y chunks' for a run folder that is not complete, else None."""
     done, total = completeness(folder)
     return f"partial: {done} of {total} chunks" if done < total else None
+
+
+def said_partial(folder: str | Path, frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame`, read from `folder`, with `attrs["partial"]` its partial note ("" when complete)
+    and, where the folder is partial, a DlsweepWarning saying so (the public readers)."""
+    note = partial_note(folder) or ""
+    frame.attrs["partial"] = note
+    if note:
+        warnings.warn(f"{folder}: {note}; the table holds the finished chunks' runs only", DlsweepWarning, stacklevel=3)
+    return frame
 
 
 def level_name(level: float) -> str:

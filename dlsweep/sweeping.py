@@ -296,6 +296,9 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
         finished = _verified_chunks(folder, manifest, own, store.tables_of(sweep))
         todo = _chunks_to_run(own, finished, max_chunks)
         compile_seconds, run_seconds, traj_steps = 0.0, 0.0, 0
+        short = todo and _disk(sweep, program, task, len(plan)).beyond_free_space(folder, len(todo) / len(plan))
+        if short:
+            warnings.warn(short, DlsweepWarning, stacklevel=2)
         if todo:
             compiled = compile_sweep(sweep, program, task, manifest["chunk_size"], group)
             compile_seconds = compiled.compile_seconds

@@ -5,6 +5,8 @@ trajectory diverged, Ctrl-C) are driven through the CLI in tests/test_faults.py.
 
 from __future__ import annotations
 
+import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ import pandas as pd
 
 from conftest import SMALL_CHUNK, run_main, warning_lines
 from dlsweep import api, grid, plan, spec, store, sweeping
+from dlsweep.warning import DlsweepWarning
 
 N_SMALL = 12                            # conftest.SMALL: depth 3 x sigma0 4 x lr 1
 N_SMALL_CHUNKS = N_SMALL // SMALL_CHUNK
@@ -43,8 +46,8 @@ def test_run_says_its_size_before_compiling_and_an_eta_after_the_first_chunk(tmp
     assert code == 0 and err == ""
     # 12 trajectories x 400 steps: the upper bound on trajectory-steps (conftest.SMALL)
     assert printed_before_compile[0].startswith(
-        f"{out}: {N_SMALL} trajectories (depth 3 x sigma0 4 x lr 1) x 400 steps = at most 4.8e+03 trajectory-steps; "
-        "disk about ")
+        f"{out}: {N_SMALL} trajectories (depth 3 [1, 2, 3] x sigma0 4 [0.001 .. 0.1] x lr 1 [0.05]) x 400 steps = "
+        "at most 4.8e+03 trajectory-steps; disk about ")
     first, = [line for line in stdout.splitlines() if line.startswith("first chunk: ")]   # no terminal: one ETA line
     assert f"{SMALL_CHUNK} trajectories in " in first and f"{N_SMALL_CHUNKS - 1} chunk(s) left, about " in first
 
@@ -168,3 +171,40 @@ def test_diverged_cells_list_the_largest_shares_first():
     cells = outcome_of(diverged, lr, [1, 2, 3, 4] * 5).diverged_cells
     assert cells == ("4 of 4 at lr=0.5 (depth 1..4); 4 of 4 at lr=0.4 (depth 1..4); 3 of 4 at lr=0.3 (depth 1..3); "
                      "and at 2 more lr value(s)")
+
+
+def test_a_run_beyond_the_free_disk_space_warns_and_runs(tmp_path, small_spec, monkeypatch):
+    """The chunks to run would write more than the file system holds free (999 bytes here, less
+    than any sweep's runs table): one DlsweepWarning naming the folder, the estimate and the free
+    space, and the run goes on (a full disk stops it after its last finished chunk)."""
+    free = 999
+    monkeypatch.setattr(plan.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9 - free, free))
+    out = tmp_path / "o"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = api.run(small_spec, out=out, progress_bar=False)
+    ours = [str(w.message) for w in caught if w.category is DlsweepWarning]
+    assert len(ours) == 1 and ours[0].startswith(f"{out}: the chunks to run may write about "), ours
+    assert "more than the 999 B free there" in ours[0], ours
+    assert report.chunks_missing == 0 and len(api.load(out)) == N_SMALL
+
+
+def test_the_public_readers_say_a_partial_folder(tmp_path, small_spec):
+    """`api.load` / `dlsweep.load` and `load_trajectories` of a folder with 1 of its 3 chunks
+    finished: the finished chunk's runs, a DlsweepWarning "partial: 1 of 3 chunks" and the same
+    note in `attrs["partial"]`; of a complete folder no warning and an empty note."""
+    import dlsweep
+
+    out = tmp_path / "o"
+    api.run(small_spec, out=out, chunk_size=SMALL_CHUNK, max_chunks=1, progress_bar=False)
+    for read in (api.load, dlsweep.load, api.load_trajectories):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            table = read(out)
+        assert [str(w.message) for w in caught] == [f"{out}: partial: 1 of 3 chunks; the table holds the finished "
+                                                    "chunks' runs only"]
+        assert table.attrs["partial"] == "partial: 1 of 3 chunks" and set(table.run_id) == set(range(SMALL_CHUNK))
+    api.run(small_spec, out=out, progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert api.load(out).attrs["partial"] == "" and len(api.load_trajectories(out).run_id.unique()) == N_SMALL

@@ -310,6 +310,24 @@ def test_check_counts_names_the_parameter(counts, message):
     spec.check_counts({"chunk_size": None, "max_chunks": 1})
 
 
+@pytest.mark.parametrize("bounds, warned", [([1e-6, 0.3], True), ([0.001, 0.1], True), ([-6, -1], False),
+                                            ([-0.5, 0.5], False), ([0, 1], False)])
+def test_logspace_bounds_that_look_like_values_warn(write_spec, bounds, warned):
+    """logspace bounds are exponents of 10: both strictly between 0 and 1 give values between 1 and
+    10, less than a decade, which is what values meant as sigma0 = 1e-6 .. 0.3 become: a
+    DlsweepWarning naming the key, the values it gives and the exponents of the values written."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sweep = spec.load(write_spec(), [f"axes.sigma0={{logspace = {bounds}, num = 3}}"])
+    np.testing.assert_allclose(sweep.axes["sigma0"], np.logspace(*bounds, 3), rtol=1e-6)     # float32 values
+    ours = [w for w in caught if w.category is DlsweepWarning]
+    assert len(ours) == int(warned)
+    if warned:
+        message = str(ours[0].message)
+        assert "key 'axes.sigma0.logspace'" in message and "exponents of 10" in message, message
+        assert f"logspace = [{np.log10(bounds[0]):.4g}, {np.log10(bounds[1]):.4g}]" in message, message
+
+
 # ----------------------------------------------------------------------------- a seed axis without randomness
 
 SWEEPS = ROOT / "sweeps"

@@ -24,6 +24,7 @@ from conftest import CLI, LONG_CHUNK, SMALL_CHUNK, wait_for
 from dlsweep import api, cli, engine, grid, spec, store
 from dlsweep.spec import SpecError
 from dlsweep.store import StoreError
+from dlsweep.warning import DlsweepWarning
 
 N_SMALL = 12
 PARTS = ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
@@ -254,7 +255,8 @@ def test_resume_after_max_chunks_equals_one_full_run(tmp_path, small_spec, small
     first = api.run(small_spec, out=out, chunk_size=SMALL_CHUNK, progress_bar=False, max_chunks=2)
     assert (first.chunks_run, first.chunks_skipped, first.chunks_missing) == (2, 0, 1)
     assert store.finished_chunks(out) == {0, 1}
-    assert dlsweep.load(out)["run_id"].tolist() == list(range(8))
+    with pytest.warns(DlsweepWarning, match="partial: 2 of 3 chunks"):
+        assert dlsweep.load(out)["run_id"].tolist() == list(range(8))
     summary = api.show(out)
     assert summary["missing_chunks"] == [2] and summary["runs"] == f"8 of {N_SMALL}"
 
