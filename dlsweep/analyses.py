@@ -12,12 +12,11 @@ import numpy as np
 import pandas as pd
 
 from dlsweep import engine, store
-from dlsweep import spec as spec_module
 from dlsweep.analysis import incremental
 from dlsweep.models import linear_net
 from dlsweep.slices import check_at, first_slice, only
 from dlsweep.store import load, load_trajectories
-from dlsweep.sweeping import compile_inputs, restores_x64, spec_file
+from dlsweep.sweeping import compile_inputs, folder_sweep, restores_x64
 
 
 RATE_WINDOW = 0.1      # pc_rates fits ln distance while it is above this fraction of its largest value
@@ -38,7 +37,7 @@ def pc_rates(folder: str | Path, at: dict[str, float] | None = None) -> pd.DataF
     from dlsweep.analysis import theory
 
     folder = Path(folder)
-    sweep = spec_module.load(spec_file(folder))
+    sweep = folder_sweep(folder)
     check_at(sweep, at)
     runs, traj = only(load(folder), at), load_trajectories(folder)
     columns = store.vector_columns(traj, "pc_distance")
@@ -84,7 +83,7 @@ def pc_spread(folder: str | Path) -> pd.DataFrame:
     and count `seeds` of pc_distance_j over the seeds' runs that did not diverge (a run that
     converged early stops counting after its last recorded step)."""
     folder = Path(folder)
-    sweep = spec_module.load(spec_file(folder))
+    sweep = folder_sweep(folder)
     data, columns, cells = _over_seeds(folder, sweep, "pc_distance")
     if not columns:
         raise incremental.ThresholdError(f"{folder}: the per-PC spread needs pc_distance columns (model linear_net)")
@@ -105,7 +104,7 @@ def pc_weight_spread(folder: str | Path) -> pd.DataFrame:
     (labelled data, drawn once per sweep, or population statistics), so that the directions u_j are
     the same for all."""
     folder = Path(folder)
-    sweep = spec_module.load(spec_file(folder))
+    sweep = folder_sweep(folder)
     directions = linear_net.recorded_directions(sweep.task)
     if not directions:
         raise incremental.ThresholdError(f"{folder}: the spread of w_j needs [task] pc_weights (model linear_net)")
@@ -134,7 +133,7 @@ def accessibility(folder: str | Path, ensembles: int = 2) -> pd.DataFrame:
     direction, W = U (U^T W) (`[task] pc_weights = "all"`); with a linear record schedule the
     recorded steps are the paper's epochs. Columns: example, ensemble, accessibility."""
     folder = Path(folder)
-    sweep = spec_module.load(spec_file(folder))
+    sweep = folder_sweep(folder)
     if sweep.task.get("data") not in linear_net.LABELLED or sweep.task.get("pc_weights") != linear_net.ALL_DIRECTIONS:
         raise incremental.ThresholdError(f'{folder}: accessibility needs labelled data (data = "digits" or "classes") '
                                          f'and [task] pc_weights = '
@@ -216,5 +215,5 @@ def early_stopping(folder: str | Path) -> pd.DataFrame:
     table = best.rename(columns={"step": "peak_step", "test_accuracy": "peak"}).merge(
         grouped.test_accuracy.last().rename("last").reset_index(), on="run_id")
     table["gain"] = table["peak"] - table["last"]
-    axes = [axis for axis in spec_module.load(spec_file(folder)).axes if axis in kept]
+    axes = [axis for axis in folder_sweep(folder).axes if axis in kept]
     return kept[["run_id", *axes]].merge(table, on="run_id")

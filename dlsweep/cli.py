@@ -368,13 +368,13 @@ def _show(args) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    width = max(len(k) for k in summary)
+    width, flags = max(len(k) for k in summary), option_flags(_parser())
     for key, value in summary.items():
         if key in ("missing_chunks", "damaged_chunks"):
             value = "none" if not value else ", ".join(map(str, value[:20])) + (" ..." if len(value) > 20 else "")
         elif key == "columns":
             value = ", ".join(value)
-        print(f"{key:<{width}}  {value}")
+        print(f"{key:<{width}}  {in_flags(str(value), flags)}")
     return 0
 
 

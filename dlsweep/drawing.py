@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from dlsweep import compare, engine, store
-from dlsweep import spec as spec_module
 from dlsweep.analyses import pc_rates, pc_spread, pc_weight_spread
 from dlsweep.analysis import incremental
 from dlsweep.errors import PlotError
@@ -22,7 +21,7 @@ from dlsweep.figures import FIGURE_SUFFIXES, FORMATS, NEEDS_TARGETS, PLOT_KINDS,
 from dlsweep.slices import check_at, first_slice, only
 from dlsweep.spec import Sweep
 from dlsweep.store import load, load_trajectories
-from dlsweep.sweeping import compile_inputs, restores_x64, spec_file
+from dlsweep.sweeping import compile_inputs, folder_sweep, restores_x64
 from dlsweep.thresholding import thresholds_for
 from dlsweep.warning import DlsweepWarning
 
@@ -84,7 +83,7 @@ def plot_run(folder: str | Path, kind: str | None = None, x: str | None = None, 
     if out is not None and Path(out).suffix.lower() not in FIGURE_SUFFIXES:
         raise PlotError(f"out={str(out)!r}: expected a file ending in {', '.join(FIGURE_SUFFIXES)}")
     check_formats(formats)
-    sweep = spec_module.load(spec_file(folder))
+    sweep = folder_sweep(folder)
     sigma_star = sweep.family.targets(sweep.task)
     kind = kind or ("heatmap" if sigma_star is not None and sweep.record.levels else sweep.family.figure)
     check_at(sweep, at)

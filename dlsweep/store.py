@@ -257,6 +257,14 @@ def chunk_records(folder: str | Path) -> dict[int, dict]:
     return records
 
 
+def unreadable_records(folder: str | Path) -> list[int]:
+    """The chunks whose record file exists but cannot be read (emptied, not JSON): unfinished,
+    and computed again or, where their parts are whole, adopted by the next run."""
+    chunks = Path(folder) / CHUNKS
+    return [int(found.group(1)) for path in (sorted(chunks.iterdir()) if chunks.is_dir() else ())
+            if (found := RECORD_PATTERN.fullmatch(path.name)) and _read_json(path) is None]
+
+
 def finished_chunks(folder: str | Path) -> set[int]:
     """Chunks whose record exists (the record is written after both parts)."""
     return set(chunk_records(folder))
@@ -604,7 +612,12 @@ def _read_parts(folder: Path, table: str, chunks=None, columns: list[str] | None
     if chunks is not None:
         records = {index: records[index] for index in chunks if index in records}
     if not records:
-        raise StoreError(f"{folder}: no finished chunks in {table}/ (is this a dlsweep run folder?)")
+        if read_manifest(folder) is None:
+            raise StoreError(f"{folder}: no finished chunks in {table}/ (is this a dlsweep run folder?)")
+        unreadable = unreadable_records(folder)
+        named = (f" (the record{'s' if len(unreadable) > 1 else ''} of chunk{'s' if len(unreadable) > 1 else ''} "
+                 f"{', '.join(map(str, unreadable))} {'are' if len(unreadable) > 1 else 'is'} unreadable)") if unreadable else ""
+        raise StoreError(f"{folder}: no finished chunk{named}; {RESUME.replace('DIR', str(folder))}")
     frames = []
     for index, record in sorted(records.items()):
         data = _read_part(folder, table, index, record)

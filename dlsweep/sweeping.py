@@ -367,7 +367,11 @@ def _verified_chunks(folder: Path, manifest: dict, own: list[grid.Chunk], tables
         warnings.warn(f"{folder}: chunk {index} is damaged ({why}); computing it again", DlsweepWarning, stacklevel=3)
         store.forget_chunk(folder, index)
     finished = store.finished_chunks(folder)
-    store.adopt_parts(folder, manifest, [c for c in own if c.index not in finished], tables)
+    unreadable = set(store.unreadable_records(folder))
+    for index in store.adopt_parts(folder, manifest, [c for c in own if c.index not in finished], tables):
+        if index in unreadable:
+            warnings.warn(f"{folder}: chunk {index}'s record {store.CHUNKS}/{store.record_name(index)} was unreadable; "
+                          f"its parts are whole and kept, the record written again", DlsweepWarning, stacklevel=3)
     return store.finished_chunks(folder)
 
 
@@ -391,11 +395,36 @@ def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, flat: grid
     return chunk_steps
 
 
-def spec_file(folder: Path) -> Path:
-    spec_file = folder / store.SPEC_FILE
-    if not spec_file.exists():
-        raise store.StoreError(f"{folder}: no {store.SPEC_FILE}; not a dlsweep run folder")
-    return spec_file
+RESTORE_SPEC = "run the sweep's spec again on this folder (out=DIR): it writes {spec} back and keeps the finished chunks"
+
+
+def _spec_problem(folder: Path, manifest: dict) -> str | None:
+    """What is wrong with the resolved spec of a run folder with a manifest: missing, not a spec
+    (the load error) or another sweep's (its hash); None when it is the manifest's sweep."""
+    path = folder / store.SPEC_FILE
+    if not path.exists():
+        return f"{path} is missing"
+    try:
+        found = spec_module.load(path).spec_hash()
+    except spec_module.SpecError as err:
+        return str(err)
+    return None if found == manifest["spec_hash"] else (
+        f"{path} is another sweep's (spec hash {found}, the manifest's {manifest['spec_hash']})")
+
+
+def folder_sweep(folder: str | Path) -> Sweep:
+    """The resolved spec of a run folder (its sweep.toml); where it is missing or damaged in a
+    folder with a manifest, a StoreError that says how to write it back."""
+    folder = Path(folder)
+    manifest = store.read_manifest(folder) if folder.is_dir() else None
+    if manifest is None:
+        if not (folder / store.SPEC_FILE).exists():
+            raise store.StoreError(f"{folder}: no {store.SPEC_FILE}; not a dlsweep run folder")
+        return spec_module.load(folder / store.SPEC_FILE)
+    problem = _spec_problem(folder, manifest)
+    if problem:
+        raise store.StoreError(f"{problem}; {RESTORE_SPEC.format(spec=store.SPEC_FILE).replace('DIR', str(folder))}")
+    return spec_module.load(folder / store.SPEC_FILE)
 
 
 def show(folder: str | Path) -> dict:
@@ -407,6 +436,7 @@ def show(folder: str | Path) -> dict:
         raise store.StoreError(f"{folder}: no {store.MANIFEST}; not a dlsweep run folder")
     damaged = store.damaged_chunks(folder)
     finished = store.finished_chunks(folder) - set(damaged)
+    damaged |= {index: f"{store.CHUNKS}/{store.record_name(index)} unreadable" for index in store.unreadable_records(folder)}
     plan = grid.chunks(manifest["n_runs"], manifest["chunk_size"], manifest["group"])
     missing = [c.index for c in plan if c.index not in finished]
     summary = {
@@ -419,16 +449,20 @@ def show(folder: str | Path) -> dict:
         "chunks": f"{len(finished)} of {manifest['n_chunks']} finished (chunk size {manifest['chunk_size']})",
         "missing_chunks": missing,
         "damaged_chunks": [f"{index} ({why})" for index, why in damaged.items()],
-        "backend": f"{manifest.get('backend')} {manifest.get('devices')}",
-        "versions": manifest.get("versions"),
-        "created": manifest.get("created"),
     }
+    unknown = f"unknown ({store.MANIFEST} rebuilt from the chunk records)"
+    summary |= {"backend": f"{manifest['backend']} {manifest.get('devices')}" if manifest.get("backend") else unknown,
+                "versions": manifest.get("versions") or unknown, "created": manifest.get("created") or unknown}
+    problem = _spec_problem(folder, manifest)
+    if problem:
+        summary["spec"] = f"{problem}; thresholds and plot need it"
+        summary["to_do"] = RESTORE_SPEC.format(spec=store.SPEC_FILE).replace("DIR", str(folder))
     if not store.records_trajectories(folder):
         summary["trajectories"] = "not recorded ([record] trajectories = false)"
     if manifest.get("rebuilt"):
         summary["manifest"] = f"{store.MANIFEST} missing or damaged; read from the chunk records"
-    if damaged:
-        summary["to_do"] = f"{store.RESUME.replace('DIR', str(folder))}: it computes the damaged chunks again"
+    if damaged and "to_do" not in summary:
+        summary["to_do"] = f"{store.RESUME.replace('DIR', str(folder))}: it computes the damaged chunks again (keeps their parts where only a record is unreadable)"
     if finished:
         runs = load(folder, chunks=finished)
         summary["diverged"] = int(runs["diverged"].sum())

@@ -10,12 +10,11 @@ import numpy as np
 import pandas as pd
 
 from dlsweep import engine, grid, store
-from dlsweep import spec as spec_module
 from dlsweep.analysis import incremental
 from dlsweep.slices import only
 from dlsweep.spec import Sweep
 from dlsweep.store import load
-from dlsweep.sweeping import compile_inputs, compile_sweep, default_chunk_size, restores_x64, spec_file
+from dlsweep.sweeping import compile_inputs, compile_sweep, default_chunk_size, folder_sweep, restores_x64
 
 
 THRESHOLDS_FILE = "thresholds.parquet"
@@ -39,7 +38,7 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
         raise incremental.ThresholdError(f"method={method!r}: expected grid or bisect")
     if not 0 < rtol < 1:
         raise incremental.ThresholdError(f"rtol={rtol!r}: expected a number in (0, 1)")
-    sweep = spec_module.load(spec_file(folder))
+    sweep = folder_sweep(folder)
     sigma_star = sweep.family.targets(sweep.task)
     if "sigma0" not in sweep.axes or sigma_star is None:
         raise incremental.ThresholdError(f"{folder}: thresholds need a sigma0 axis and targets sigma_star")

@@ -165,6 +165,62 @@ def test_parts_whose_record_is_missing_are_adopted_not_recomputed(tmp_path, smal
     assert_same_dataset(folder, small_dataset)
 
 
+@pytest.mark.parametrize("damage", ["zero bytes", "not json"])
+def test_an_unreadable_chunk_record_is_named_and_its_whole_parts_kept(damage, tmp_path, small_spec, small_dataset,
+                                                                     capsys):
+    """A record emptied or overwritten: `show` names it among the damaged chunks, a reader that
+    finds no other finished chunk says which record is unreadable and how to resume, and the
+    rerun keeps the chunk's whole parts (adopted) with one warning naming the record."""
+    folder = copy_of(small_dataset, tmp_path)
+    record = folder / store.CHUNKS / store.record_name(1)
+    record.write_bytes(b"" if damage == "zero bytes" else b"not json")
+    parts = {p: p.read_bytes() for sub in (store.RUNS, store.TRAJECTORIES) for p in (folder / sub).iterdir()}
+    code, out, err = run_main(capsys, "show", folder)
+    assert code == 0 and "1 (chunks/00001.json unreadable)" in out and "--out" in out, (out, err)
+    alone = copy_of(folder, tmp_path, "alone")
+    for index in (0, 2):
+        (alone / store.CHUNKS / store.record_name(index)).unlink()
+    code, out, err = run_main(capsys, "thresholds", alone)
+    assert code == 2 and "no finished chunk (the record of chunk 1 is unreadable)" in err and "--out" in err, err
+    code, out, err = run_main(capsys, "run", small_spec, "--out", folder, "--no-progress")
+    assert code == 0 and "ran" not in out, (out, err)
+    assert warning_lines(err) == [f"dlsweep: warning: {folder}: chunk 1's record chunks/00001.json was unreadable; its "
+                                  "parts are whole and kept, the record written again"], err
+    assert {p: p.read_bytes() for p in parts} == parts
+    assert_same_dataset(folder, small_dataset)
+
+
+@pytest.mark.parametrize("damage", ["deleted", "not toml", "another sweep"])
+def test_a_damaged_sweep_toml_is_named_and_a_rerun_writes_it_back(damage, tmp_path, small_spec, small_dataset, capsys):
+    """The folder's resolved spec lost, garbled or replaced: `show` says so beside an intact
+    status, `thresholds` and `plot` refuse with the fix (never "not a dlsweep run folder"), and
+    running the sweep's spec on the folder writes it back without computing anything."""
+    folder = copy_of(small_dataset, tmp_path)
+    path = folder / store.SPEC_FILE
+    original = path.read_text()
+    {"deleted": path.unlink, "not toml": lambda: path.write_text("junk = ["),
+     "another sweep": lambda: path.write_text(original.replace("steps = 400", "steps = 401"))}[damage]()
+    code, out, err = run_main(capsys, "show", folder)
+    assert code == 0 and "complete" in out and "thresholds and plot need it" in out, (out, err)
+    assert f"run the sweep's spec again on this folder (--out {folder})" in out, out
+    for verb in ("thresholds", "plot"):
+        code, out, err = run_main(capsys, verb, folder)
+        assert code == 2 and str(path) in err and "it writes sweep.toml back" in err, err
+        assert "not a dlsweep run folder" not in err, err
+    code, out, err = run_main(capsys, "run", small_spec, "--out", folder, "--no-progress")
+    assert code == 0 and "ran" not in out and path.read_text() == original, (out, err)
+    code, out, err = run_main(capsys, "thresholds", folder)
+    assert code == 0, err
+
+
+def test_show_after_a_rebuilt_manifest_says_what_it_lost(tmp_path, small_dataset, capsys):
+    folder = copy_of(small_dataset, tmp_path)
+    (folder / store.MANIFEST).unlink()
+    code, out, err = run_main(capsys, "show", folder)
+    assert code == 0 and "None" not in out, out
+    assert out.count("unknown (manifest.json rebuilt from the chunk records)") == 3, out
+
+
 # ----------------------------------------------------------------------------- a full disk
 
 
