@@ -626,7 +626,8 @@ def facet_title(name: str | None, value) -> str:
 # ----------------------------------------------------------------------------- heatmaps
 
 
-CATEGORIES = [incremental.INCREMENTAL, incremental.NOT_INCREMENTAL]
+CATEGORIES = [incremental.INCREMENTAL, incremental.NOT_INCREMENTAL, incremental.DIVERGED]
+DIVERGED_COLOUR = "#7a7a7a"      # mid grey: a diverged cell (a smaller lr helps) apart from an undecided one (more steps)
 
 
 def decisions_frame(runs: pd.DataFrame, pair: tuple[int, int], s: float, f: float) -> pd.DataFrame:
@@ -645,8 +646,8 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, thresholds: pd.Data
             title: str | None = None, width: float = SINGLE * 1.4,
             boundary: tuple[np.ndarray, np.ndarray, str] | None = None, facet: str | None = None,
             boundaries: dict | None = None) -> Figure:
-    """A phase diagram over two swept axes. `color` is `status` (incremental or not; undecided,
-    diverged and empty cells hatched grey) or a numeric column (viridis). With `thresholds` (rows
+    """A phase diagram over two swept axes. `color` is `status` (incremental or not, diverged mid
+    grey; undecided and empty cells hatched light grey) or a numeric column (viridis). With `thresholds` (rows
     keyed by `y` when x is sigma0), the measured threshold is drawn as a line and gf_exact and the
     Theorem 2 band are overlaid and labelled; `boundary` (xs, ys, label) is a theory curve drawn
     over the cells. With `facet` (a column of `frame`), one panel per value of it side by side,
@@ -691,10 +692,12 @@ def _heatmap_panel(ax, frame: pd.DataFrame, x: str, y: str, color: str, limits: 
                            facecolor=MISSING, hatch="///", edgecolor="white", lw=0, zorder=0))
     if color == "status":
         codes = grid.map(lambda v: CATEGORIES.index(v) if v in CATEGORIES else np.nan).to_numpy(float)
-        mesh = ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(codes), cmap=ListedColormap(OKABE_ITO[:2]),
-                             norm=BoundaryNorm([-0.5, 0.5, 1.5], 2))
+        mesh = ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(codes),
+                             cmap=ListedColormap([*OKABE_ITO[:2], DIVERGED_COLOUR]), norm=BoundaryNorm([-0.5, 0.5, 1.5, 2.5], 3))
         legend = [Patch(color=OKABE_ITO[0], label="incremental"), Patch(color=OKABE_ITO[1], label="not incremental"),
-                  Patch(facecolor=MISSING, hatch="///", edgecolor="white", label="undecided / diverged / none")]
+                  Patch(facecolor=MISSING, hatch="///", edgecolor="white", label="undecided (more steps) / no run")]
+        if (codes == CATEGORIES.index(incremental.DIVERGED)).any():
+            legend.append(Patch(color=DIVERGED_COLOUR, label="diverged (a smaller lr)"))
     else:
         mesh = ax.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(grid.to_numpy(float)), cmap="viridis",
                              vmin=limits[0], vmax=limits[1])

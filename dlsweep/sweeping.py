@@ -17,7 +17,7 @@ import pandas as pd
 
 from dlsweep import compare, engine, grid, models, optimizers, progress, store
 from dlsweep import spec as spec_module
-from dlsweep.plan import Columns, Disk, Outcome, Plan, chunk_size_notes, grid_too_large, size_line
+from dlsweep.plan import Columns, Disk, Outcome, Plan, chunk_size_notes, diverged_where, grid_too_large, size_line
 from dlsweep.spec import Sweep
 from dlsweep.store import load
 from dlsweep.warning import DlsweepWarning
@@ -466,6 +466,8 @@ def show(folder: str | Path) -> dict:
     if finished:
         runs = load(folder, chunks=finished)
         summary["diverged"] = int(runs["diverged"].sum())
+        if summary["diverged"] and problem is None:
+            summary["diverged_where"] = diverged_where(runs, spec_module.load(folder / store.SPEC_FILE).axes)
         summary["converged"] = int(runs["converged"].sum())
         summary["steps_run"] = (f"min {runs['steps_run'].min()}, median {int(runs['steps_run'].median())}, "
                                 f"max {runs['steps_run'].max()}")

@@ -398,6 +398,8 @@ def test_all_diverged_is_a_loud_warning_and_the_last_line_counts(tmp_path, small
         "(depth 1..3, sigma0 0.001..0.1); the data is written, but holds no trajectory that converged or reached "
         "the step limit: try a smaller lr"]
     assert len(store.load(out)) == N_SMALL
+    code, stdout, err = run_main(capsys, "show", out)          # later, show says where they diverged
+    assert code == 0 and f"diverged_where  {N_SMALL} of {N_SMALL} at lr=5 (depth 1..3, sigma0 0.001..0.1)" in stdout, stdout
 
 
 # ----------------------------------------------------------------------------- Ctrl-C

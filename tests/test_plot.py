@@ -113,14 +113,17 @@ def test_heatmap_status_axes_codes_and_masked_cells():
                 assert not codes.mask[r, c] and codes[r, c] == 0, (depth, SIGMA0[c])
             elif status == N:
                 assert not codes.mask[r, c] and codes[r, c] == 1, (depth, SIGMA0[c])
-            else:                                                # undecided, diverged, empty: masked
+            elif status == D:
+                assert not codes.mask[r, c] and codes[r, c] == 2, (depth, SIGMA0[c])
+            else:                                                # undecided, empty: masked
                 assert codes.mask[r, c], (depth, SIGMA0[c], status)
-    # the two categories get the two Okabe-Ito colours; masked cells no colour at all (transparent,
-    # the grey hatched background shows through)
+    # the two categories get the two Okabe-Ito colours and a diverged cell mid grey; masked cells no
+    # colour at all (transparent, the light grey hatched background shows through)
     rgba = mesh.to_rgba(codes)
     assert tuple(rgba[0, 0]) == pytest.approx(to_rgba(plot.OKABE_ITO[0]))
     assert tuple(rgba[0, 3]) == pytest.approx(to_rgba(plot.OKABE_ITO[1]))
-    assert rgba[1, 0][3] == 0 and rgba[2, 0][3] == 0 and rgba[2, 3][3] == 0
+    assert tuple(rgba[2, 0]) == pytest.approx(to_rgba(plot.DIVERGED_COLOUR))
+    assert rgba[1, 0][3] == 0 and rgba[2, 3][3] == 0
     background = [p for p in ax.patches if p.get_hatch() and p.get_facecolor()[:3] == pytest.approx(to_rgba(plot.MISSING)[:3])]
     assert len(background) == 1
     assert background[0].get_x() == pytest.approx(ax.get_xlim()[0])
@@ -128,7 +131,9 @@ def test_heatmap_status_axes_codes_and_masked_cells():
 
     texts = legend_texts(ax.figure.legends[0])
     assert "incremental" in texts and "not incremental" in texts
-    assert any("undecided" in t and "diverged" in t for t in texts)
+    assert any("undecided" in t for t in texts) and any(t.startswith("diverged") for t in texts)
+    no_diverged = plot.heatmap(status_frame().replace({D: U}), "sigma0", "depth", "status")
+    assert not any(t.startswith("diverged") for t in legend_texts(no_diverged.legends[0]))    # only where there is one
 
 
 THRESHOLDS = pd.DataFrame({                 # rows out of order; depth 7 is not in the heatmap
