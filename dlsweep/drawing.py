@@ -327,7 +327,8 @@ def _threshold_heatmap(r: Request):
     table = thresholds_for(r.folder, r.s, r.f, "all", r.at).assign(
         log10_threshold_over_target=lambda t: np.log10(t.sigma0_th / t.sigma_star_j))
     table, heading = figure_slice(table[table.i == r.pair[0]], r.sweep, ("sigma0", "depth"),
-                                  r.title or f"threshold against r (values below {r.sigma_star[r.pair[0]]:g})",
+                                  r.title or (rf"$\sigma_0$ threshold against $r = \sigma^*_i / \sigma^*_j$: "
+                                              rf"$\sigma^*_i$ = {r.sigma_star[r.pair[0]]:g} against each smaller $\sigma^*_j$"),
                                   r.folder, levels=(r.s, r.f), seeds=None)
     return plot.heatmap(table, "r", "depth", r.color or "log10_threshold_over_target", title=heading), "heatmap-r-depth"
 

@@ -706,7 +706,8 @@ def _heatmap_panel(ax, frame: pd.DataFrame, x: str, y: str, color: str, limits: 
     ax.set_xscale("log" if x_log else "linear")
     ax.set_yscale("log" if y_log else "linear")
     if x_log:
-        _plain_ticks(ax.xaxis, xs)
+        short = len(xs) <= VALUE_TICKS and xs[-1] / xs[0] < 100
+        _value_ticks(ax.xaxis, xs) if short else _plain_ticks(ax.xaxis, xs)
     if y_rows:
         ax.set_yticks(np.arange(len(ys)), [f"{v:g}" for v in ys])
     if thresholds is not None and x == "sigma0":
@@ -894,6 +895,16 @@ def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, titl
 
 
 PLAIN_TICKS = 7
+
+
+VALUE_TICKS = 6      # a heatmap log axis of at most this many columns, within two decades, is ticked at each one
+
+
+def _value_ticks(axis, values) -> None:
+    """A tick at each value (a heatmap's column centres), labelled plainly, no minor ticks."""
+    axis.set_major_locator(matplotlib.ticker.FixedLocator(values))
+    axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    axis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
 def _plain_ticks(axis, values) -> None:

@@ -186,6 +186,19 @@ def test_heatmap_threshold_overlay_on_a_log_y_axis_spans_each_cell():
     np.testing.assert_allclose(measured.get_ydata(), [edges[0], edges[1], edges[1], edges[2], edges[2], edges[3]])
 
 
+def test_a_short_log_axis_of_few_columns_is_ticked_at_each_column():
+    """r = 2, 4, 10 (gissin-depth-separation's ratios): a tick labelled by each column's value and
+    no minor tick labels (the decade's own 3, 6, 8 labelled no column); a long sigma0 axis keeps
+    its decades."""
+    frame = pd.DataFrame({"r": [2.0, 4.0, 10.0] * 2, "depth": [2] * 3 + [3] * 3, "value": np.arange(6.0)})
+    ax = plot.heatmap(frame, "r", "depth", "value").axes[0]
+    assert list(ax.get_xticks()) == [2.0, 4.0, 10.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4", "10"]
+    assert len(ax.xaxis.get_minorticklocs()) == 0
+    wide = plot.heatmap(status_frame(), "sigma0", "depth", "status").axes[0]
+    assert len(wide.xaxis.get_minorticklocs()) > 0
+
+
 def test_heatmap_numeric_colour_has_a_labelled_colorbar():
     values = {2: [1.0, 0.5, -0.5, np.nan], 3: [2.0, 1.5, 0.2, -1.0], 5: [3.0, 2.5, -0.1, -2.0]}
     frame = pd.DataFrame([{"sigma0": s0, "depth": d, "log_hit_ratio": v}
