@@ -268,6 +268,10 @@ def _summary(r: Request):
 
     sweep = r.sweep
     column, hue = r.y or "population_error", r.color or ("shape" if "shape" in sweep.axes else "depth")
+    if r.y is None and column not in r.runs:
+        raise PlotError(f"{r.folder}: kind='summary' draws a runs column against an axis, by default population_error "
+                        f"(a diagonal_net run's); this run has none: pick one with y=..., of "
+                        f"{', '.join(c for c in r.runs.columns if r.runs[c].dtype.kind == 'f' and c not in sweep.axes)}")
     _numeric_column(r.runs, column, sweep, "y")
     _axis_of(sweep, hue, "color")
     frame = r.runs[~r.runs.diverged]

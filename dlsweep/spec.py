@@ -478,7 +478,8 @@ def _check_axis(axis: str, values: np.ndarray, key: str, dtype: str, where: _Whe
         return values                      # a user's model's own axis: any finite numbers
     if (values <= 0).any():
         raise where.error(key, f"expected {axis} > 0, got {float(values[values <= 0][0])!r}")
-    _reject_underflow(values, axis, key, dtype, where, hint=f'; use dtype = "float64" or a larger {axis}')
+    wider = "" if dtype == "float64" else 'dtype = "float64" or '
+    _reject_underflow(values, axis, key, dtype, where, hint=f"; use {wider}a larger {axis}")
     info = np.finfo(dtype)
     if (values > info.max).any():
         raise where.error(key, f"{axis} = {float(values[values > info.max][0]):g} overflows {dtype} (largest {info.max:g})")

@@ -470,6 +470,8 @@ def test_plot_run_trajectories_use_the_smallest_lr(tiny_run, captured):
     ({"at": {"depth": 7}}, PlotError, "at={'depth': 7}: not a value of the axis: 2, 3"),
     ({"at": {"width": 7}}, PlotError, "at={'width': 7}: 'width' is not an axis of the sweep"),
     ({"pair": (1, 0)}, ThresholdError, "needs sigma*_1 > sigma*_0"),
+    ({"kind": "summary"}, PlotError, "by default population_error (a diagonal_net run's); this run has none: pick "
+                                     "one with y=..., of final_loss"),
 ])
 def test_plot_run_errors(tiny_run, kwargs, error, fragment):
     with pytest.raises(error) as info:

@@ -222,8 +222,9 @@ def test_sigma0_underflow_depends_on_dtype():
     assert sweep.axes["sigma0"].tolist() == [1e-40]
     # just above the smallest normal is accepted in float32
     assert spec.resolve(merged(SMALL, {"axes": {"sigma0": [tiny32 * 1.01]}})).dtype == "float32"
-    with pytest.raises(SpecError, match="underflows float64"):
+    with pytest.raises(SpecError, match="underflows float64") as info:
         spec.resolve(merged(SMALL, {"dtype": "float64", "axes": {"sigma0": [1e-310]}}))
+    assert str(info.value).endswith("; use a larger sigma0")               # float64 is already in use
 
 
 # ----------------------------------------------------------------------------- --set overrides
