@@ -180,12 +180,17 @@ def _run(args) -> int:
               f"= {report.traj_steps_per_second:.3g} traj-steps/s; compile {report.compile_seconds:.2f} s")
     if report.chunks_skipped:
         print(f"{report.folder}: {report.chunks_skipped} chunk(s) were already finished (resumed)")
+    print(_ended(report))
+    return 0
+
+
+def _ended(report) -> str:
+    """The last line of a run: its folder's trajectories, whether complete, and how they ended."""
     status = "complete" if report.chunks_missing == 0 else f"{report.chunks_missing} chunk(s) still missing"
     outcome = report.outcome
     ended = "" if outcome is None else (f"; {outcome.counts()}" if report.chunks_missing == 0 else
                                         f"; of the {outcome.runs} finished: {outcome.counts()}")
-    print(f"{report.folder}: {report.n_runs} trajectories, {status}{ended}")
-    return 0
+    return f"{report.folder}: {report.n_runs} trajectories, {status}{ended}"
 
 
 def _say(line: str) -> None:
@@ -355,6 +360,8 @@ def _reproduce(args) -> int:
 
 def _print_reproduced(done, seconds: float | None = None) -> None:
     print(f"{done.name}: run folder {done.folder}" + (f" ({seconds:.0f} s)" if seconds is not None else ""))
+    for report in done.runs:
+        print(_ended(report))
     if done.thresholds:
         print(f"thresholds: {done.thresholds}")
     for path in done.figures:

@@ -199,8 +199,10 @@ class Plan:
             f"trajectories: {self.n_runs}, {self.steps} steps each, "
             f"{f'{self.recorded_steps} recorded' if self.disk.recorded else 'none recorded'}: at most "
             f"{self.n_runs * self.steps:.3g} trajectory-steps",
-            f"chunks: {self.chunks} of up to {self.largest_chunk} trajectories (chunk size {self.chunk_size}, "
-            f"{self.chunk_size_from}); one compiled program; {grouping}; one value per chunk: {constant}",
+            (f"chunks: {self.chunks} of up to {self.largest_chunk} trajectories" if self.chunks > 1 else
+             f"chunks: 1, all {self.largest_chunk} trajectories")
+            + f" (chunk size {self.chunk_size}, {self.chunk_size_from}); one compiled program; {grouping}; "
+              f"one value per chunk: {constant}",
             f"this run: {self.to_run} chunk(s) to run, {self.finished} already finished",
             self.disk.describe(),
         ]

@@ -120,6 +120,8 @@ def test_second_reproduce_resumes_and_gives_the_same_thresholds(quick, tmp_path,
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert f"gissin-gd: run folder {folder}" in proc.stdout
+    n_runs = len(store.load(folder))                 # how its runs ended, as `run` says it
+    assert f"{folder}: {n_runs} trajectories, complete; {n_runs} converged, 0 diverged" in proc.stdout, proc.stdout
     assert f"thresholds: {folder / api.THRESHOLDS_FILE}" in proc.stdout
     for figure in FIGURES["gissin-gd"]:
         assert f"figure: {folder / 'figures' / figure}" in proc.stdout
