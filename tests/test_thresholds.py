@@ -893,3 +893,14 @@ def test_identity_matrix_sensing_has_the_toy_theory(toy_and_matrix_sensing):
     assert {"gf_exact", "thm2_upper", "thm3_chain_lower", "thm3_stated_lower"} <= set(tables[1])
     assert (tables[1][tables[1].depth >= 2].status == "ok").all()
     pd.testing.assert_frame_equal(tables[1], tables[0])
+
+
+def test_the_pair_summary_counts_the_cells_not_monotone():
+    """A cell whose incrementality is not monotone in sigma0 (column `monotone`) is counted on the
+    pair's line, with what it means; all monotone: no such clause."""
+    table = pd.DataFrame({"i": [0, 0, 1], "j": [1, 1, 2], "status": ["ok", "ok", "ok"], "reason": ["", "", ""],
+                          "monotone": [True, False, True]})
+    first, second = cli._pair_summaries(table)
+    assert first.startswith("pair 0-1: a threshold in 2 of 2 cells; 1 not monotone in sigma0 (an incremental sigma0 "
+                            "above a non-incremental one"), first
+    assert second == "pair 1-2: a threshold in 1 of 1 cells"
