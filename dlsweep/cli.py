@@ -357,6 +357,7 @@ def _reproduce(args) -> int:
     if args.list or not args.name:
         for repro in reproduce.REPRODUCTIONS.values():
             print(f"{repro.name:<26} {repro.paper}\n{'':<26} {repro.what}\n{'':<26} {repro.timing()}")
+        print(f"\n{reproduce.TIMES}")
         return 0
     _print_reproduced(reproduce.run(args.name, quick=args.quick, out_root=args.out_root, formats=args.format))
     return 0

@@ -1,8 +1,9 @@
 """The bundled reproductions: each paper figure as a sweep spec in `sweeps/`, the thresholds to
 take from it and the figures to draw. `run(name)` does all three and reports where they are.
 
-Each reproduction carries its wall time on the reference CPU (REFERENCE_CPU), measured with an
-empty compile cache: `--quick` for every one, and full size where it was measured.
+Each reproduction carries its wall times on the CPU they were measured on (`measured_on`), with an
+empty compile cache: `--quick` (`dlsweep reproduce NAME --quick`, both cores) and full size (the
+cold end-to-end column of the one-core reproductions table in benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ _PACKAGE = Path(__file__).resolve().parent
 # the bundled sweep specs: sweeps/ beside the package in the repository (and an editable install),
 # dlsweep/sweeps in an installed wheel (pyproject.toml ships them there)
 SWEEPS = _PACKAGE / "sweeps" if (_PACKAGE / "sweeps").is_dir() else _PACKAGE.parent / "sweeps"
-REFERENCE_CPU = "2-core AMD EPYC, no GPU"
-INTEL_CPU = "2-core Intel Xeon @ 2.5 GHz, no GPU"         # where the later reproductions were measured
-XEON_2_8_CPU = "2-core Intel Xeon @ 2.8 GHz, no GPU"       # ... and the latest
+REFERENCE_CPU = "2-core AMD EPYC, no GPU"                  # where gissin-fig3 was measured
+XEON_CPU = "2-core Intel Xeon at 2.6-2.8 GHz (L2 2 MiB), no GPU"   # where every other one was
+TIMES = ("times: full size in a process already running (one core, benchmarks/RESULTS.md); --quick as "
+         "`dlsweep reproduce NAME --quick` (both cores), a fresh process whose start-up (about 2 s) is included")
 NEEDS_BASELINE = ("agreement",)          # figure kinds that draw the comparator's column (`compare = true`)
 
 
@@ -101,7 +103,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("Same panels (N = 1-4 by sigma0 = 0.001, 0.1) and result: at the small scale N >= 2 learns the "
                  "values one at a time, N = 1 together; at 0.1 the phases overlap. Time is eta x step on a log "
                  "axis."),
-        quick_seconds=4.1, full_seconds=3.3),
+        quick_seconds=5.0, full_seconds=2.4, measured_on=XEON_CPU),
     Reproduction(
         "gissin-depth-separation", "Gissin et al. 2020, Theorem 2 (threshold vs r, N = 2..8)",
         "threshold against the target ratio r for each depth, with the exact GF curve and the Theorem 2 band",
@@ -113,7 +115,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("No single figure in the paper: its Theorem 2, checked. The measured thresholds (dots) lie on the "
                  "exact gradient-flow curves inside the Theorem 2 bands for N = 2-8: exponential in 1/(r - 1) at N "
                  "= 2, polynomial for N >= 3."),
-        quick_seconds=6.7, full_seconds=9.4),
+        quick_seconds=5.2, full_seconds=9.8, measured_on=XEON_CPU),
     Reproduction(
         "gissin-gd", "Gissin et al. 2020, Theorem 3 (gradient descent, N = 2)",
         "threshold against the learning rate at N = 2, with Theorem 3's bounds and the GF limit; how incremental "
@@ -126,35 +128,35 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("Theorem 3, checked: at N = 2 the gradient-descent threshold is flat in eta (8e-4 to 6e-2) and "
                  "equals gradient flow's, inside Theorem 3's band where the theorem holds (c < 2(sqrt 2 - 1)). The "
                  "heatmap colours how incremental each run is (log ratio of the hitting steps)."),
-        quick_seconds=5.2, full_seconds=3.8),
+        quick_seconds=4.0, full_seconds=2.1, measured_on=XEON_CPU),
     Reproduction(
         "gissin-fig1a", "Gissin et al. 2020, Figure 1a",
         "depth-4 matrix sensing: top-5 singular values against time, mean and spread over 3 seeds",
         ("task.d=10", "task.measurements=200", "steps=20000"), None, (_VALUES,),
         verdict=("Panel (a) of Figure 1 with 3 seeds (mean and spread); gissin-fig1 draws one network, as the "
                  "paper does."),
-        quick_seconds=9.2, full_seconds=13.5),
+        quick_seconds=9.0, full_seconds=25.1, measured_on=XEON_CPU),
     Reproduction(
         "gissin-fig1b", "Gissin et al. 2020, Figure 1b",
         "quadratic network with a global bias: top-5 eigenvalues of W^T W against time, 3 seeds",
         ("steps=8000",), None, (_VALUES,),
         verdict=("Panel (b) of Figure 1 with 3 seeds (mean and spread); gissin-fig1 draws one network, as the "
                  "paper does."),
-        quick_seconds=5.9, full_seconds=2.7),
+        quick_seconds=3.9, full_seconds=2.1, measured_on=XEON_CPU),
     Reproduction(
         "gissin-fig1c", "Gissin et al. 2020, Figure 1c",
         "depth-3 diagonal network, exponential loss: 5 largest |sigma_i| against time, 5 seeds",
         ("axes.seed=[0, 1, 2]",), None, (_VALUES,),
         verdict=("Panel (c) of Figure 1 with 5 seeds (mean and spread); gissin-fig1 draws one network, as the "
                  "paper does."),
-        quick_seconds=4.1, full_seconds=2.1),
+        quick_seconds=3.8, full_seconds=1.7, measured_on=XEON_CPU),
     Reproduction(
         "gissin-fig1d", "Gissin et al. 2020, Figure 1d",
         "depth-3 circular-convolutional network: 5 largest Fourier amplitudes against time, 5 seeds",
         ("axes.seed=[0, 1, 2]", "task.examples=100", "task.d=50"), None, (_VALUES,),
         verdict=("Panel (d) of Figure 1 with 5 seeds (mean and spread); gissin-fig1 draws one network, as the "
                  "paper does."),
-        quick_seconds=5.0, full_seconds=2.6),
+        quick_seconds=5.5, full_seconds=2.4, measured_on=XEON_CPU),
     Reproduction(
         "gissin-fig1", "Gissin et al. 2020, Figure 1",
         "the four panels in one figure, one network each: (a) depth-4 matrix sensing, (b) quadratic network, "
@@ -170,7 +172,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("Same four panels, one network each, and the same result: every model learns its largest values "
                  "first, one at a time. The paper's models and sizes; our random draws differ from the paper's, so "
                  "the curves do not coincide."),
-        quick_seconds=23.0, full_seconds=25.0, measured_on=INTEL_CPU),
+        quick_seconds=12.6, full_seconds=15.0, measured_on=XEON_CPU),
     Reproduction(
         "gissin-fig3", "Gissin et al. 2020, Figure 3",
         "depth-5 signed toy model against orthogonal matching pursuit: agreement of the first s chosen "
@@ -195,7 +197,7 @@ REPRODUCTIONS = {r.name: r for r in (
                  "value together and ends with a nonzero 5th (recovery fails), deeper models learn one value at a "
                  "time; with 300 measurements depths 2 and 3 fail too, and at depth 4 the active values readjust "
                  "at each new phase. Runs stop at loss 1e-4, the last phase not always complete."),
-        quick_seconds=46.5, full_seconds=38.9),
+        quick_seconds=10.0, full_seconds=78.5, measured_on=XEON_CPU),
     Reproduction(
         "gissin-fig5", "Gissin et al. 2020, Figure 5",
         "quadratic network without / with a global bias, large / small data: top-5 eigenvalues, 3 seeds",
@@ -209,7 +211,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("Same grid (rows: without / with the global bias; columns: 1000 / 100 examples) and result: "
                  "without the bias the values rise together (the 5th overshoots with 1000 examples, stays nonzero "
                  "with 100); with the bias they are learned one at a time and the 5th stays at 0."),
-        quick_seconds=17.4, full_seconds=9.4),
+        quick_seconds=8.8, full_seconds=11.0, measured_on=XEON_CPU),
     Reproduction(
         "gissin-fig6", "Gissin et al. 2020, Figure 6",
         "diagonal classifiers of depth 1-5, 100 seeds: correlation with w* against depth (and the SVM's); "
@@ -219,7 +221,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("Both parts. Left: depth 1 sits at the max-margin SVM's correlation, depth >= 2 near 1, higher at "
                  "smaller sigma0 (mean and std over 100 seeds). Right: one network per depth at sigma0 = 0.001, "
                  "the values learned one at a time from N = 3."),
-        quick_seconds=7.0, full_seconds=13.4),
+        quick_seconds=5.8, full_seconds=12.7, measured_on=XEON_CPU),
     Reproduction(
         "gissin-fig7", "Gissin et al. 2020, Figure 7",
         "circular-convolutional classifiers of depth 1-3, 9 seeds: correlation with w* (and the SVM's); "
@@ -229,7 +231,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("As Figure 6 for the convolutional network (9 seeds): depth 1 near the SVM, depths 2 and 3 near "
                  "1; one network per depth over time, incremental at N = 3. The paper sweeps more init scales in "
                  "its left panel; this sweep has one."),
-        quick_seconds=6.9, full_seconds=5.1),
+        quick_seconds=5.8, full_seconds=4.7, measured_on=XEON_CPU),
     Reproduction(
         "gidel-fig1", "Gidel et al. 2019, Figure 1",
         "linear model vs two-layer network on Sigma_xy = diag(0.1, 0.01, 0.001), W(0) = e^-delta I: ||W||_F^2 "
@@ -243,7 +245,7 @@ REPRODUCTIONS = {r.name: r for r in (
                  "at t / delta ~ 5 (sigma_1 = 0.1) as delta grows; the linear model's rise moves towards t / delta "
                  "= 0. The later components add sigma_i^2 = 1e-4 and 1e-6, too little to see here: the second "
                  "figure's trace norm shows their steps."),
-        quick_seconds=4.7, full_seconds=3.9),
+        quick_seconds=5.8, full_seconds=5.0, measured_on=XEON_CPU),
     Reproduction(
         "gidel-fig2", "Gidel et al. 2019, Figure 2",
         "linear autoencoder, depth 1 vs 2: trace norm and reconstruction error against the step, 3 seeds",
@@ -251,7 +253,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("Same quantities and result: the two-layer trace norm climbs in integer steps, the linear model's "
                  "smoothly. The reconstruction error is the paper's eq. 28, ||W - B D B^T||_2, which levels off "
                  "above 0 (the optimum is the projection on span B, not B D B^T)."),
-        quick_seconds=10.0, full_seconds=5.4),
+        quick_seconds=5.6, full_seconds=4.5, measured_on=XEON_CPU),
     Reproduction(
         "hacohen-fig2", "Hacohen & Weinshall, Figure 2 (left)",
         "one-layer linear networks on the 8x8 digits, 10 seeds: the std of w_j over the networks and the distance "
@@ -262,7 +264,7 @@ REPRODUCTIONS = {r.name: r for r in (
                  "at eq. 10's rate |1 - lr lambda_j|^s for this one-layer model (a); (b) adds each network's "
                  "distance to the optimum along j, which falls at the same rate. Run in float64, below float32's "
                  "rounding floor."),
-        quick_seconds=5.2, full_seconds=5.3),
+        quick_seconds=5.8, full_seconds=5.0, measured_on=XEON_CPU),
     Reproduction(
         "hacohen-fig3", "Hacohen & Weinshall, Figure 3",
         "5-layer linear networks on the 8x8 digits, 10 seeds: the gradient scale matrices A_l, B_l of layers 2 "
@@ -273,7 +275,7 @@ REPRODUCTIONS = {r.name: r for r in (
                  "off-diagonal mean flat) while A_l drifts from step ~100, when the training accuracy levels off "
                  "(~0.95): at layer 2 its diagonal distance 0.17 -> 0.34, its off-diagonal mean 0 -> -0.08. The "
                  "init's distances (0.1-0.17) are the fluctuations of width 128."),
-        quick_seconds=14.7, full_seconds=19.8, measured_on=XEON_2_8_CPU),
+        quick_seconds=6.2, full_seconds=9.9, measured_on=XEON_CPU),
     Reproduction(
         "hacohen-fig4", "Hacohen & Weinshall, Figures 2, 4a and 4c",
         "deep linear networks (depths 1, 2, 5) on the 8x8 digits, 10 seeds: distance to the optimum along "
@@ -285,7 +287,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("Figures 4a and 4c on the 8x8 digits (CIFAR-10 cannot be downloaded here): the convergence rate "
                  "along each principal direction falls with its eigenvalue as eq. 10 predicts for depths 1, 2 and "
                  "5; on whitened data every direction converges at one rate."),
-        quick_seconds=8.7, full_seconds=28.2, measured_on=XEON_2_8_CPU),
+        quick_seconds=9.6, full_seconds=19.8, measured_on=XEON_CPU),
     Reproduction(
         "hacohen-fig7", "Hacohen & Weinshall, Figure 7a",
         "learning-order consistency of linear networks on the 8x8 digits: the correlation of two ensembles' "
@@ -299,7 +301,7 @@ REPRODUCTIONS = {r.name: r for r in (
                  "not once whitened (0.03), the PC-bias ordering the early learning. Over all examples it differs "
                  "(0.87 natural, 1.00 whitened): the whitened networks reach the common optimum within ~30 of "
                  "the 300 steps, after which every network classifies alike, so their accessibility is shared."),
-        quick_seconds=12.6, full_seconds=17.8, measured_on=XEON_2_8_CPU),
+        quick_seconds=6.3, full_seconds=7.8, measured_on=XEON_CPU),
     Reproduction(
         "hacohen-fig9", "Hacohen & Weinshall, Figure 9a",
         "two-layer linear networks on synthetic Gaussian classes (80 training, 2000 held-out examples), 10 seeds: "
@@ -318,7 +320,7 @@ REPRODUCTIONS = {r.name: r for r in (
                  "them left early stopping's gain where it was, 0.03-0.04, in a trial): early stopping gains 0.19 "
                  "(peak 0.83, last 0.65) with the lowest direction amplified, 0.13 with none and 0 with the "
                  "highest, whose accuracy is still rising after 12,000 steps."),
-        quick_seconds=12.0, full_seconds=15.6, measured_on=XEON_2_8_CPU),
+        quick_seconds=8.3, full_seconds=9.6, measured_on=XEON_CPU),
     Reproduction(
         "hacohen-fig10", "Hacohen & Weinshall, Figure 10",
         "two-layer linear networks on 48 of the 8x8 digits, 10 seeds: training accuracy and excess loss with "
@@ -335,7 +337,7 @@ REPRODUCTIONS = {r.name: r for r in (
                  "(CIFAR-10 cannot be downloaded here): on natural data shuffled labels are learned later than "
                  "real ones (90% at step 109 against 11), once whitened as fast (step 6 both). The second row adds "
                  "the excess loss, cut at float64's rounding floor, which the whitened runs reach near step 250."),
-        quick_seconds=19.8, full_seconds=8.0),
+        quick_seconds=9.8, full_seconds=12.5, measured_on=XEON_CPU),
     Reproduction(
         "hacohen-fig12", "Hacohen & Weinshall, Figure 12 (Appendix C.1)",
         "a linear network with one wide hidden layer (512) on the 8x8 digits, 10 seeds: the training accuracy and "
@@ -349,7 +351,7 @@ REPRODUCTIONS = {r.name: r for r in (
                  "init reaches each level of excess loss about 1.7 times sooner. At this width Glorot's first and "
                  "last layers have about twice Definition 3's variance (2 / (64 + 512) and 2 / (512 + 10) against "
                  "1 / 512), so the product starts larger and GD at the same step moves faster."),
-        quick_seconds=15.2, full_seconds=19.6, measured_on=INTEL_CPU),
+        quick_seconds=6.9, full_seconds=9.5, measured_on=XEON_CPU),
     Reproduction(
         "linear-net-phase", "Beyond the papers, deep linear networks",
         "phase diagram over depth (1-5) x sigma0 of (0.05, 0.95)-incremental learning of W* = diag(1, 0.5, "
@@ -366,7 +368,7 @@ REPRODUCTIONS = {r.name: r for r in (
                  "over depth 1-5 x sigma0 (Sigma_x = I). The aligned init sits on the toy model's exact gradient- "
                  "flow thresholds; small Gaussian layers (8 seeds) need a larger scale, their thresholds spread "
                  "over the seeds."),
-        quick_seconds=30.3, full_seconds=93.1, measured_on=INTEL_CPU),
+        quick_seconds=12.9, full_seconds=43.1, measured_on=XEON_CPU),
     Reproduction(
         "toy-momentum", "Beyond the papers, momentum",
         "the toy model trained by heavy-ball momentum beta = 0, 0.5, 0.9, 0.99 at eta = 1e-3 and 1e-2, depths 2-6: "
@@ -380,7 +382,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("Beyond the papers: heavy-ball momentum. Plain GD sits on gradient flow's threshold; as the "
                  "effective step eta / (1 - beta) grows the threshold falls (at eta = 1e-2, beta = 0.9 halves it, "
                  "beta = 0.99 cuts it 3-5 fold at every depth)."),
-        quick_seconds=4.5, full_seconds=4.3),
+        quick_seconds=4.1, full_seconds=3.8, measured_on=XEON_CPU),
     Reproduction(
         "azulay-fig7-1", "Azulay et al. 2021, Figure 7.1 (section 9)",
         "two-layer diagonal networks on 5-sparse regression: population error against the init scale, one "
@@ -393,7 +395,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("Same result: the population error rises from the min-l1 interpolator's level to the min-l2 one's "
                  "as the init scale grows, earlier as s -> 1; against c every shape falls on the theory's curve of "
                  "argmin Q_c. The paper's sizes (d = 1000, n = 100), one draw of the data."),
-        quick_seconds=6.4, full_seconds=53.5),
+        quick_seconds=7.6, full_seconds=52.0, measured_on=XEON_CPU),
     Reproduction(
         "azulay-fig7-2", "Azulay et al. 2021, Figure 7.2",
         "contours of Theorem 2's Q for one neuron in d = 2 from w~0 = alpha (0.6, 0.8): alpha = 2 at s = 0, 0.2, "
@@ -401,7 +403,7 @@ REPRODUCTIONS = {r.name: r for r in (
         "centred at w~0); theory only, no sweep", (), None, (), draw=_draw_fig7_2,
         verdict=("Same six panels, theory only: the contours of Theorem 2's Q are circles around 0 (~ ||w||^(3/2)) "
                  "at small scale and ellipses centred at w~0 at large scale or s -> 1."),
-        quick_seconds=2.3, full_seconds=2.3),
+        quick_seconds=3.0, full_seconds=3.1, measured_on=XEON_CPU),
     Reproduction(
         "azulay-phase", "Beyond the paper: the scale x shape plane of diagonal networks",
         "population error and the position between the min-l1 and min-l2 interpolators over log init scale x "
@@ -413,7 +415,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("Beyond the paper: the log scale x shape plane at depths 2, 3 and 4, one shared colour scale. At "
                  "depth 2 the theory's boundary (argmin Q_c halfway from min-l1 to min-l2) sits on the colour's "
                  "transition; deeper networks stay rich to larger scales."),
-        quick_seconds=7.4, full_seconds=53.2),
+        quick_seconds=8.7, full_seconds=57.2, measured_on=XEON_CPU),
 )}
 
 

@@ -202,7 +202,7 @@ def test_list_shows_every_reproduction_with_its_measured_times(capsys):
         assert repro.quick_seconds is not None and repro.quick_seconds > 0, repro.name    # each one measured
         assert repro.full_seconds is None or repro.full_seconds > 0, repro.name
         assert repro.timing() in out
-    assert reproduce.REFERENCE_CPU in out
+    assert reproduce.REFERENCE_CPU in out and out.rstrip().endswith(reproduce.TIMES)
     unmeasured = any(repro.full_seconds is None for repro in reproduce.REPRODUCTIONS.values())
     assert ("full size not measured" in out) == unmeasured
 
