@@ -275,12 +275,11 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     used as given, and a sizeable share of diverged trajectories, are DlsweepWarnings."""
     sweep, folder, program, flat, task = _prepared(spec, out, overrides, chunk_size, max_chunks, overwrite, shard, model)
     group = chunk_group(sweep, program)
-    if say is not None:
-        largest = chunk_size or engine.max_chunk(engine.lockstep_state_bytes(program, list(sweep.axes), task))
-        n_chunks = len(grid.chunks(flat.size, largest, group))
-        say(size_line(folder, sweep.axes, sweep.steps, _disk(sweep, program, task, n_chunks)))
-
-    with store.locked(folder, shard):
+    with store.locked(folder, shard):              # a refused second writer says nothing but why
+        if say is not None:
+            largest = chunk_size or engine.max_chunk(engine.lockstep_state_bytes(program, list(sweep.axes), task))
+            n_chunks = len(grid.chunks(flat.size, largest, group))
+            say(size_line(folder, sweep.axes, sweep.steps, _disk(sweep, program, task, n_chunks)))
         manifest = store.prepare(folder, sweep, overwrite)
         if manifest is None:
             manifest = _fresh_manifest(sweep, program, flat, task, chunk_size, group)

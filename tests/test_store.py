@@ -403,11 +403,12 @@ def test_a_second_writer_is_refused_not_interleaved(tmp_path, long_spec, long_re
     codes = [cli.main(["run", str(long_spec), "--out", str(out)]),
              cli.main(["run", str(long_spec), "--out", str(out), "--overwrite"]),
              cli.main(["run", str(long_spec), "--out", str(out), "--set", "steps=10"])]
-    err = capsys.readouterr().err
+    said, err = capsys.readouterr()
     still_running = proc.poll() is None
     stdout, stderr = proc.communicate(timeout=120)
     assert still_running, "the writer finished before the second writer was tried; the test proves nothing"
     assert codes == [2, 2, 2]
+    assert said == ""                       # refused before it says its size: only why, on stderr
     assert err.count("dlsweep: error: ") == 3
     assert "is being written" in err and f"pid {proc.pid}" in err
     assert "Traceback" not in err
