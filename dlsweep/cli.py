@@ -278,12 +278,12 @@ def _pair_summaries(table: pd.DataFrame) -> list[str]:
     lines = []
     for (i, j), pair in table.groupby(["i", "j"], sort=True):
         explained = pair[pair.reason != ""].groupby(["status", "reason"], sort=False).size()
-        mixed = int((~pair.monotone.astype(bool)).sum()) if "monotone" in pair else 0
+        mixed = ~pair.monotone.astype(bool)
         lines.append(f"pair {i}-{j}: a threshold in {int((pair.status == 'ok').sum())} of {len(pair)} cells"
                      + "".join(f"; {count} {status}: {reason}" for (status, reason), count in explained.items())
-                     + (f"; {mixed} not monotone in sigma0 (an incremental sigma0 above a non-incremental one: "
-                        f"column monotone; near the threshold, often first-hitting steps tied to the step)"
-                        if mixed else ""))
+                     + (f"; {int(mixed.sum())} not monotone in sigma0 (incremental above non-incremental over at most "
+                        f"{pair.interleaved_decades[mixed].max():.2g} decades: column interleaved_decades)"
+                        if mixed.any() else ""))
     return lines
 
 

@@ -751,6 +751,9 @@ def test_refinement_finds_an_island_above_the_grid_bracket(islands):
         assert inner / largest < 0.9                         # the inner boundary is >= 10% low
         row = refined.loc[lr]
         assert row.status == "ok" and row.reason == "" and not row.monotone
+        # the island spans at least from the grid's non-incremental bracket_hi to the refined bracket_lo
+        assert coarse.interleaved_decades == 0.0
+        assert row.interleaved_decades >= math.log10(row.bracket_lo / coarse.bracket_hi) > 0
         assert largest * (1 - ISLAND_RTOL) <= row.sigma0_th == row.bracket_lo < largest * math.exp(spacing)
         assert row.bracket_hi / row.bracket_lo - 1 <= ISLAND_RTOL * (1 + 1e-9)
         assert row.n_incremental == coarse.n_incremental and row.rounds > 0
@@ -899,8 +902,8 @@ def test_the_pair_summary_counts_the_cells_not_monotone():
     """A cell whose incrementality is not monotone in sigma0 (column `monotone`) is counted on the
     pair's line, with what it means; all monotone: no such clause."""
     table = pd.DataFrame({"i": [0, 0, 1], "j": [1, 1, 2], "status": ["ok", "ok", "ok"], "reason": ["", "", ""],
-                          "monotone": [True, False, True]})
+                          "monotone": [True, False, True], "interleaved_decades": [0.0, 0.0042, 0.0]})
     first, second = cli._pair_summaries(table)
-    assert first.startswith("pair 0-1: a threshold in 2 of 2 cells; 1 not monotone in sigma0 (an incremental sigma0 "
-                            "above a non-incremental one"), first
+    assert first == ("pair 0-1: a threshold in 2 of 2 cells; 1 not monotone in sigma0 (incremental above "
+                     "non-incremental over at most 0.0042 decades: column interleaved_decades)"), first
     assert second == "pair 1-2: a threshold in 1 of 1 cells"

@@ -149,18 +149,22 @@ def judge(thresholds: pd.DataFrame, points: pd.DataFrame, cell_columns: list[str
     """`monotone` and `reason` of each row of a thresholds table, from every sigma0 evaluated on its
     cell and pair: `points` has the columns of `decisions` (the run's trajectories, and any
     refinement points after them). monotone: no incremental sigma0 lies above a non-incremental
-    one. reason: why a row without a threshold has none (the module's constants; below the grid,
+    one; interleaved_decades: where one does, log10 of the largest incremental sigma0 over the
+    smallest non-incremental one (a tie of first-hitting steps at the threshold spans a sliver of
+    a decade, an island far above it decades), else 0. reason: why a row without a threshold has none (the module's constants; below the grid,
     whether undecided or diverged sigma0 lie below its smallest decided one, where the threshold
     is), or, for a row with one, that an undecided or diverged sigma0 above bracket_lo could hide a
     larger incremental one."""
     keys = [*cell_columns, "i", "j"]
     cells = {key: group for key, group in points.groupby(keys, sort=False, dropna=False)}
-    monotone, reasons = [], []
+    monotone, interleaved, reasons = [], [], []
     for row in thresholds.itertuples(index=False):
         group = cells[tuple(getattr(row, k) for k in keys)].sort_values("sigma0", kind="stable")
         decided = group[group.status.isin([INCREMENTAL, NOT_INCREMENTAL])]
         flags = (decided.status == INCREMENTAL).to_numpy()
         monotone.append(bool(np.all(flags[:-1] >= flags[1:])))
+        sigma0 = decided.sigma0.to_numpy(float)
+        interleaved.append(0.0 if monotone[-1] else float(np.log10(sigma0[flags].max() / sigma0[~flags].min())))
         unknown = group[group.status.isin([UNDECIDED, DIVERGED])]
         if row.status == "undecided":
             reasons.append(ALL_DIVERGED if row.n_undecided == 0 else
@@ -172,7 +176,7 @@ def judge(thresholds: pd.DataFrame, points: pd.DataFrame, cell_columns: list[str
             reasons.append(ALL_INCREMENTAL if row.status == "above grid" else STALLED_REASON)
         else:
             reasons.append(MAY_BE_HIGHER if (unknown.sigma0 > row.bracket_lo).any() else "")
-    return thresholds.assign(monotone=monotone, reason=reasons)
+    return thresholds.assign(monotone=monotone, interleaved_decades=interleaved, reason=reasons)
 
 
 def over_seeds(decided: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
