@@ -897,7 +897,7 @@ def threshold_curves(thresholds: pd.DataFrame, width: float = SINGLE * 1.4, titl
 PLAIN_TICKS = 7
 
 
-VALUE_TICKS = 6      # a heatmap log axis of at most this many columns, within two decades, is ticked at each one
+VALUE_TICKS = 10     # a heatmap log axis of at most this many columns, within two decades, is ticked at each one
 
 
 def _value_ticks(axis, values) -> None:
