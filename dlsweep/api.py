@@ -4,9 +4,9 @@ per-family analyses (`analyses`) and the figures (`drawing`, a registry of figur
 
 from __future__ import annotations
 
+from dlsweep import store
 from dlsweep.analyses import accessibility, early_stopping, learning_order, pc_rates, pc_spread, pc_weight_spread
 from dlsweep.drawing import PC_CURVES, figure_slice, plot_run
-from dlsweep import store
 from dlsweep.sweeping import (RunReport, chunk_group, compile_inputs, compile_sweep, default_chunk_size,
                               default_folder, list_models, plan_run, run, show)
 from dlsweep.thresholding import THRESHOLDS_FILE, thresholds

@@ -271,7 +271,7 @@ def _summary(r: Request):
     if r.y is None and column not in r.runs:
         raise PlotError(f"{r.folder}: kind='summary' draws a runs column against an axis, by default population_error "
                         f"(a diagonal_net run's); this run has none: pick one with y=..., of "
-                        f"{', '.join(c for c in r.runs.columns if r.runs[c].dtype.kind == 'f' and c not in sweep.axes)}")
+                        f"{', '.join(_numeric_columns(r.runs, sweep))}")
     _numeric_column(r.runs, column, sweep, "y")
     _axis_of(sweep, hue, "color")
     frame = r.runs[~r.runs.diverged]
@@ -332,7 +332,8 @@ def _threshold_heatmap(r: Request):
         log10_threshold_over_target=lambda t: np.log10(t.sigma0_th / t.sigma_star_j))
     table, heading = figure_slice(table[table.i == r.pair[0]], r.sweep, ("sigma0", "depth"),
                                   r.title or (rf"$\sigma_0$ threshold against $r = \sigma^*_i / \sigma^*_j$: "
-                                              rf"$\sigma^*_i$ = {r.sigma_star[r.pair[0]]:g} against each smaller $\sigma^*_j$"),
+                                              rf"$\sigma^*_i$ = {r.sigma_star[r.pair[0]]:g} against each smaller "
+                                              rf"$\sigma^*_j$"),
                                   r.folder, levels=(r.s, r.f), seeds=None)
     return plot.heatmap(table, "r", "depth", r.color or "log10_threshold_over_target", title=heading), "heatmap-r-depth"
 
@@ -467,9 +468,14 @@ def _two_axes(sweep: Sweep, x: str, y: str) -> tuple[str, str]:
     return x, y
 
 
+def _numeric_columns(runs: pd.DataFrame, sweep: Sweep) -> list[str]:
+    """The runs table's float columns that are not axes (what a figure can colour or draw)."""
+    return [c for c in runs.columns if runs[c].dtype.kind == "f" and c not in sweep.axes]
+
+
 def _numeric_column(runs: pd.DataFrame, column: str, sweep: Sweep, option: str) -> None:
     """A PlotError naming the numeric runs columns unless `column` is one of them."""
-    numeric = [c for c in runs.columns if runs[c].dtype.kind == "f" and c not in sweep.axes]
+    numeric = _numeric_columns(runs, sweep)
     if column not in numeric:
         raise PlotError(f"{option}={column!r}: expected a numeric column of the runs table: {', '.join(numeric)}")
 

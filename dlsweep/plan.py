@@ -146,17 +146,21 @@ def size_line(folder: Path, axes: Mapping[str, np.ndarray], steps: int, disk: Di
     """The line a run prints before compiling: trajectories, the trajectory-steps they run at
     most, and the disk."""
     n_runs = math.prod(len(values) for values in axes.values())
-    shown = lambda values: ", ".join(f"{v:g}" for v in values) if len(values) <= 3 else f"{values[0]:g} .. {values[-1]:g}"  # noqa: E731
-    product = " x ".join(f"{axis} {len(values)} [{shown(values)}]" for axis, values in axes.items())
+    product = " x ".join(f"{axis} {len(values)} [{_values(values, 3)}]" for axis, values in axes.items())
     return (f"{folder}: {n_runs} trajectories ({product}) x {steps} steps = at most {n_runs * steps:.3g} "
             f"trajectory-steps; {disk.describe()}")
 
 
+def _values(values: np.ndarray, listed: int) -> str:
+    """`1, 2, 3` for at most `listed` values, else the first and last, `0.001 .. 0.1`."""
+    if len(values) <= listed:
+        return ", ".join(f"{v:g}" for v in values.tolist())
+    return f"{values[0]:g} .. {values[-1]:g}"
+
+
 def axis_summary(values: np.ndarray) -> str:
     """`1, 2, 3` for a few values, `0.001 .. 0.1 (56 values)` for many."""
-    if len(values) <= 4:
-        return ", ".join(f"{v:g}" for v in values.tolist())
-    return f"{values[0]:g} .. {values[-1]:g} ({len(values)} values)"
+    return _values(values, 4) + ("" if len(values) <= 4 else f" ({len(values)} values)")
 
 
 @dataclasses.dataclass(frozen=True)

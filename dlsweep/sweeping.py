@@ -366,8 +366,9 @@ def _verified_chunks(folder: Path, manifest: dict, own: list[grid.Chunk], tables
         warnings.warn(f"{folder}: chunk {index} is damaged ({why}); computing it again", DlsweepWarning, stacklevel=3)
         store.forget_chunk(folder, index)
     finished = store.finished_chunks(folder)
-    unreadable = set(store.unreadable_records(folder))
-    for index in store.adopt_parts(folder, manifest, [c for c in own if c.index not in finished], tables):
+    pending = [c for c in own if c.index not in finished]
+    unreadable = {c.index for c in pending if (folder / store.CHUNKS / store.record_name(c.index)).exists()}
+    for index in store.adopt_parts(folder, manifest, pending, tables):
         if index in unreadable:
             warnings.warn(f"{folder}: chunk {index}'s record {store.CHUNKS}/{store.record_name(index)} was unreadable; "
                           f"its parts are whole and kept, the record written again", DlsweepWarning, stacklevel=3)
@@ -397,18 +398,19 @@ def _write_chunk(folder: Path, sweep: Sweep, program: engine.Program, flat: grid
 RESTORE_SPEC = "run the sweep's spec again on this folder (out=DIR): it writes {spec} back and keeps the finished chunks"
 
 
-def _spec_problem(folder: Path, manifest: dict) -> str | None:
-    """What is wrong with the resolved spec of a run folder with a manifest: missing, not a spec
-    (the load error) or another sweep's (its hash); None when it is the manifest's sweep."""
+def _folder_spec(folder: Path, manifest: dict) -> tuple[Sweep | None, str | None]:
+    """The resolved spec of a run folder with a manifest, or None and what is wrong with it:
+    missing, not a spec (the load error) or another sweep's (its hash)."""
     path = folder / store.SPEC_FILE
     if not path.exists():
-        return f"{path} is missing"
+        return None, f"{path} is missing"
     try:
-        found = spec_module.load(path).spec_hash()
+        sweep = spec_module.load(path)
     except spec_module.SpecError as err:
-        return str(err)
-    return None if found == manifest["spec_hash"] else (
-        f"{path} is another sweep's (spec hash {found}, the manifest's {manifest['spec_hash']})")
+        return None, str(err)
+    if sweep.spec_hash() != manifest["spec_hash"]:
+        return None, f"{path} is another sweep's (spec hash {sweep.spec_hash()}, the manifest's {manifest['spec_hash']})"
+    return sweep, None
 
 
 def folder_sweep(folder: str | Path) -> Sweep:
@@ -420,7 +422,11 @@ def folder_sweep(folder: str | Path) -> Sweep:
         if not (folder / store.SPEC_FILE).exists():
             raise store.StoreError(f"{folder}: no {store.SPEC_FILE}; not a dlsweep run folder")
         return spec_module.load(folder / store.SPEC_FILE)
-    problem = _spec_problem(folder, manifest)
+    sweep, problem = _folder_spec(folder, manifest)
+    if problem:
+        raise store.StoreError(f"{problem}; {RESTORE_SPEC.format(spec=store.SPEC_FILE).replace('DIR', str(folder))}")
+    return sweep
+    sweep, problem = _folder_spec(folder, manifest)
     if problem:
         raise store.StoreError(f"{problem}; {RESTORE_SPEC.format(spec=store.SPEC_FILE).replace('DIR', str(folder))}")
     return spec_module.load(folder / store.SPEC_FILE)
@@ -452,7 +458,7 @@ def show(folder: str | Path) -> dict:
     unknown = f"unknown ({store.MANIFEST} rebuilt from the chunk records)"
     summary |= {"backend": f"{manifest['backend']} {manifest.get('devices')}" if manifest.get("backend") else unknown,
                 "versions": manifest.get("versions") or unknown, "created": manifest.get("created") or unknown}
-    problem = _spec_problem(folder, manifest)
+    sweep, problem = _folder_spec(folder, manifest)
     if problem:
         summary["spec"] = f"{problem}; thresholds and plot need it"
         summary["to_do"] = RESTORE_SPEC.format(spec=store.SPEC_FILE).replace("DIR", str(folder))
@@ -465,8 +471,8 @@ def show(folder: str | Path) -> dict:
     if finished:
         runs = load(folder, chunks=finished)
         summary["diverged"] = int(runs["diverged"].sum())
-        if summary["diverged"] and problem is None:
-            summary["diverged_where"] = diverged_where(runs, spec_module.load(folder / store.SPEC_FILE).axes)
+        if summary["diverged"] and sweep is not None:
+            summary["diverged_where"] = diverged_where(runs, sweep.axes)
         summary["converged"] = int(runs["converged"].sum())
         summary["steps_run"] = (f"min {runs['steps_run'].min()}, median {int(runs['steps_run'].median())}, "
                                 f"max {runs['steps_run'].max()}")

@@ -151,10 +151,10 @@ def judge(thresholds: pd.DataFrame, points: pd.DataFrame, cell_columns: list[str
     refinement points after them). monotone: no incremental sigma0 lies above a non-incremental
     one; interleaved_decades: where one does, log10 of the largest incremental sigma0 over the
     smallest non-incremental one (a tie of first-hitting steps at the threshold spans a sliver of
-    a decade, an island far above it decades), else 0. reason: why a row without a threshold has none (the module's constants; below the grid,
-    whether undecided or diverged sigma0 lie below its smallest decided one, where the threshold
-    is), or, for a row with one, that an undecided or diverged sigma0 above bracket_lo could hide a
-    larger incremental one."""
+    a decade, an island far above it decades), else 0. reason: why a row without a threshold has
+    none (the module's constants; below the grid, whether undecided or diverged sigma0 lie below
+    its smallest decided one, where the threshold is), or, for a row with one, that an undecided
+    or diverged sigma0 above bracket_lo could hide a larger incremental one."""
     keys = [*cell_columns, "i", "j"]
     cells = {key: group for key, group in points.groupby(keys, sort=False, dropna=False)}
     monotone, interleaved, reasons = [], [], []

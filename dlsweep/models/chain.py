@@ -39,17 +39,18 @@ def cheapest(*factors):
     order of the static shapes; among equals, from the left: (M_1 M_2) M_3)."""
     sides = [factors[0].shape[-2]] + [factor.shape[-1] for factor in factors]
     count = len(factors)
-    cost = {(i, i): (0, None) for i in range(count)}
+    cost, split = {(i, i): 0 for i in range(count)}, {}
     for span in range(1, count):
         for i in range(count - span):
             j = i + span
-            cost[i, j] = min((cost[i, k][0] + cost[k + 1, j][0] + sides[i] * sides[k + 1] * sides[j + 1], -k)
-                             for k in range(i, j))
+            options = {k: cost[i, k] + cost[k + 1, j] + sides[i] * sides[k + 1] * sides[j + 1] for k in range(i, j)}
+            split[i, j] = min(reversed(options), key=options.get)      # among equals the last split: from the left
+            cost[i, j] = options[split[i, j]]
 
     def product(i, j):
         if i == j:
             return factors[i]
-        k = -cost[i, j][1]
+        k = split[i, j]
         return product(i, k) @ product(k + 1, j)
 
     return product(0, count - 1)
