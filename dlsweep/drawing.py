@@ -441,13 +441,13 @@ def _save_figure(figure, defaults: list[Path], out: str | Path | None = None) ->
     `out` can, that is a warning, not an error."""
     from dlsweep import plot
 
-    paths = []
+    paths, rendered = [], {}
     try:
         if out is not None:
-            plot.save(figure, [Path(out)], keep_open=True)
+            plot.save(figure, [Path(out)], keep_open=True, rendered=rendered)
             paths.append(Path(out))
         try:
-            plot.save(figure, defaults, keep_open=True)
+            plot.save(figure, defaults, keep_open=True, rendered=rendered)
             paths[:0] = defaults
         except PlotError as err:
             if out is None:

@@ -155,6 +155,8 @@ class Program:
     quick_compile: bool = False  # one by one: `QUICK_COMPILE_OPTIONS` pay (set with the layout); a program
                                  # that selects features keeps XLA's defaults all the same (`compile_chunk`)
     switches: bool = False      # one by one: each run's depth compiled in (`SWITCH_MIN_FLOPS`; set with the layout)
+    decided_by: tuple[int, int] | None = None   # (f, s) level indices: each trajectory also stops once Definition 1
+                                                # is decided for its pair (`PAIR_HPS`; `decided`)
 
     @classmethod
     def from_sweep(cls, sweep, model) -> "Program":
@@ -187,7 +189,7 @@ class StepCost:
 def _one_trajectory(program: Program, hp_names, task):
     """The shapes of one trajectory's (params, hp, task), the data the model draws included."""
     key = jax.eval_shape(jax.random.key, 0)
-    hp = {name: jax.ShapeDtypeStruct((), np.int32 if name in INTEGER_HPS else program.dtype) for name in hp_names}
+    hp = {name: jax.ShapeDtypeStruct((), np.int32 if name in INTEGER_INPUTS else program.dtype) for name in hp_names}
     full = jax.eval_shape(lambda k, h, t: chunk_task(program, k, h, {n: None for n in h}, t)[0], key, hp, task)
     return jax.eval_shape(program.model.init, key, hp, full), hp, full
 
@@ -473,15 +475,33 @@ def _group_may_reach(program: Program, hit, group: ReplayGroups):
     return jnp.any((hit < 0) & ~group.reached & (group.peak[:, None] >= levels))
 
 
+PAIR_HPS = ("pair_i", "pair_j")
+"""The inputs that name, per trajectory, the pair (i, j) whose Definition 1 a program with
+`Program.decided_by` decides (a threshold refinement's points); int32, never a sweep's axes."""
+INTEGER_INPUTS = (*INTEGER_HPS, *PAIR_HPS)
+
+
+def decided(program: Program, hit, hp):
+    """Definition 1 (Gissin et al. 2020) is decided for the pair (i, j) = hp's `PAIR_HPS` once
+    sigma_i has reached f sigma*_i or sigma_j has reached s sigma*_j, whichever first: the
+    first-hitting steps of later steps cannot change it (`incremental.decide`)."""
+    f, s = program.decided_by
+    i, j = (hp[name] for name in PAIR_HPS)
+    return (hit[i, f] >= 0) | (hit[j, s] >= 0)
+
+
 def settle(program: Program, state: TrajectoryState, params, opt_state, hit, chosen, hp, task, stop) -> TrajectoryState:
     """The divergence / convergence check at the end of a block ending at `stop`: diverged ->
     restored to the block's start and frozen; converged (every level hit and the loss below
-    rel_loss * initial loss or below `loss_below`) -> frozen; frozen stays as it was."""
+    rel_loss * initial loss or below `loss_below`, or with `Program.decided_by` its pair
+    `decided`) -> frozen; frozen stays as it was."""
     loss = program.model.loss(params, hp, task)
     finite = jnp.isfinite(loss) & jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(params)]))
     diverged_now = ~finite | (loss > program.blowup * state.loss0)
     small = (loss <= program.rel_loss * state.loss0) | (loss <= program.loss_below)
     converged_now = jnp.all(hit >= 0) & small
+    if program.decided_by is not None:
+        converged_now = converged_now | decided(program, hit, hp)
     frozen = state.diverged | state.converged
     keep = frozen | diverged_now
     moved = state.replace(params=params, opt_state=opt_state, hit=hit, chosen=chosen, steps_run=jnp.asarray(stop, STEP_DTYPE))
@@ -1212,12 +1232,12 @@ class CompiledChunk:
 
 
 def cast_hps(hps: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
-    """Integer axes as int32, every other axis in the sweep's float dtype."""
-    return {k: np.asarray(v, np.int32 if k in INTEGER_HPS else dtype) for k, v in hps.items()}
+    """Integer axes (and `PAIR_HPS`) as int32, every other axis in the sweep's float dtype."""
+    return {k: np.asarray(v, np.int32 if k in INTEGER_INPUTS else dtype) for k, v in hps.items()}
 
 
 def _abstract_args(program: Program, batch: int, hp_names, task, constant=()):
-    hps = {k: jax.ShapeDtypeStruct(() if k in constant else (batch,), np.int32 if k in INTEGER_HPS else program.dtype)
+    hps = {k: jax.ShapeDtypeStruct(() if k in constant else (batch,), np.int32 if k in INTEGER_INPUTS else program.dtype)
            for k in hp_names}
     return (jax.eval_shape(jax.random.key, 0), jax.ShapeDtypeStruct((batch,), np.int32),
             jax.ShapeDtypeStruct((batch,), bool), hps, task)

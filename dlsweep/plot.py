@@ -7,6 +7,7 @@ diverged trajectories are drawn grey and hatched, never in a colour of the data 
 from __future__ import annotations
 
 import functools
+import io
 import math
 import re
 import os
@@ -788,16 +789,23 @@ UNDATED = {".pdf": {"CreationDate": None}, ".svg": {"Date": None}}    # the same
 
 
 @styled
-def save(figure: Figure, paths, keep_open: bool = False) -> None:
+def save(figure: Figure, paths, keep_open: bool = False, rendered: dict[str, bytes] | None = None) -> None:
     """Write a figure to every path (PNG at 200 dpi, or PDF / SVG by suffix; the whole canvas as
     its constrained layout placed every artist; no date in a PDF or SVG, so a figure redrawn from
-    the same data is the same file), then close it (unless `keep_open`). A path that cannot be
-    written is a PlotError naming it."""
+    the same data is the same file), then close it (unless `keep_open`). Each format is drawn once
+    and its bytes written to every path of that suffix; `rendered` (suffix -> bytes) carries the
+    drawings from one call to the next. A path that cannot be written is a PlotError naming it."""
+    rendered = {} if rendered is None else rendered
     try:
         for path in map(Path, paths):
+            suffix = path.suffix.lower()
+            if suffix not in rendered:
+                buffer = io.BytesIO()
+                figure.savefig(buffer, format=suffix.lstrip("."), metadata=UNDATED.get(suffix))
+                rendered[suffix] = buffer.getvalue()
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                figure.savefig(path, metadata=UNDATED.get(path.suffix.lower()))
+                path.write_bytes(rendered[suffix])
             except OSError as err:
                 raise PlotError(f"{path}: cannot write the figure ({os.strerror(err.errno) if err.errno else err})") from None
     finally:

@@ -151,7 +151,13 @@ def compile_sweep(sweep: Sweep, program: engine.Program, task: dict, size: int, 
     return engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
                                 constant=grid.constant_axes(sweep.axes, follows_leading),
                                 seeds=engine.seed_slots(program.model, sweep.axes), small=small_batch(sweep, program),
-                                switched={name: tuple(values.tolist()) for name, values in sweep.axes.items()})
+                                switched=switched_axes(sweep))
+
+
+def switched_axes(sweep: Sweep) -> dict[str, tuple]:
+    """Every axis and its values: what a one-by-one program with `Program.switches` may compile
+    in per run (`engine.compile_chunk`'s `switched`)."""
+    return {name: tuple(values.tolist()) for name, values in sweep.axes.items()}
 
 
 def _prepared(spec: str | Path | Sweep | Mapping, out, overrides: Sequence[str], chunk_size: int | None,

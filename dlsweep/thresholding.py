@@ -14,7 +14,7 @@ from dlsweep.analysis import incremental
 from dlsweep.slices import only
 from dlsweep.spec import Sweep
 from dlsweep.store import load
-from dlsweep.sweeping import compile_inputs, compile_sweep, default_chunk_size, folder_sweep, restores_x64
+from dlsweep.sweeping import compile_inputs, default_chunk_size, folder_sweep, restores_x64, switched_axes
 
 
 THRESHOLDS_FILE = "thresholds.parquet"
@@ -51,7 +51,7 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
     table = incremental.grid_thresholds(decided, cells)
     table["method"] = "grid"
     if method == "bisect":
-        table = _bisect(sweep, folder, table, decided, cells, s, f, rtol)
+        table = _bisect(sweep, table, decided, cells, s, f, rtol)
     targets = np.asarray(sigma_star)
     table = table.assign(r=targets[table.i] / targets[table.j], sigma_star_i=targets[table.i],
                          sigma_star_j=targets[table.j], s=s, f=f)
@@ -85,13 +85,14 @@ def _with_theory(table: pd.DataFrame, sweep: Sweep, cells: list[str], sigma_star
     return incremental.theory_columns(table, sigma_star, s, f, max(sigma_star))
 
 
-def _bisect(sweep: Sweep, folder: Path, table: pd.DataFrame, decided: pd.DataFrame, cells: list[str], s: float,
+def _bisect(sweep: Sweep, table: pd.DataFrame, decided: pd.DataFrame, cells: list[str], s: float,
             f: float, rtol: float) -> pd.DataFrame:
     """Refine every grid bracket at once to the largest incremental sigma0, to relative width
     `rtol`: each round runs `incremental.SUBGRID_POINTS` sigma0 per row, evenly spaced in
     ln sigma0 over the row's span and rounded to the sweep's dtype, through the engine
-    (`_engine_points`: same steps, dtype and stop rules as the run); `incremental.refine_update`
-    keeps the largest incremental point and the next non-incremental one above it as the next span.
+    (`_engine_points`: the run's steps, dtype and stop rules, each point stopped once its pair is
+    decided); `incremental.refine_update` keeps the largest incremental point and the next
+    non-incremental one above it as the next span.
 
     Where the largest incremental sigma0 is searched: under GD the incremental set can have
     islands above a non-incremental stretch (THEORY.md 2.2), and one can lie above the grid's
@@ -111,17 +112,18 @@ def _bisect(sweep: Sweep, folder: Path, table: pd.DataFrame, decided: pd.DataFra
     table["rounds"] = 0
     if not active.any():
         return table
-    run_points = _engine_points(sweep, folder, len(table) * incremental.SUBGRID_POINTS)
-    level = {name: k for k, name in enumerate(store.level_name(v) for v in sweep.record.levels)}
+    run_points = _engine_points(sweep, len(table) * incremental.SUBGRID_POINTS, s, f)
 
     def statuses(rows: np.ndarray, sigma0: np.ndarray) -> np.ndarray:
         """Definition 1 at sigma0 (n, P) on the cells and pairs of table rows `rows` (n,)."""
         flat = np.repeat(rows, sigma0.shape[1])
         hps = {axis: table[axis].to_numpy()[flat] for axis in cells} | {"sigma0": sigma0.ravel()}
-        summary = run_points(flat, {axis: hps[axis] for axis in sweep.axes})
+        pair = {name: table[column].to_numpy()[flat] for name, column in zip(engine.PAIR_HPS, "ij")}
+        summary = run_points(flat, {axis: hps[axis] for axis in sweep.axes} | pair)
         at = np.arange(len(flat))
-        status = incremental.decide(summary["hit"][at, table.i.to_numpy()[flat], level[store.level_name(f)]],
-                                    summary["hit"][at, table.j.to_numpy()[flat], level[store.level_name(s)]],
+        f_level, s_level = _deciding_levels(s, f)
+        status = incremental.decide(summary["hit"][at, table.i.to_numpy()[flat], f_level],
+                                    summary["hit"][at, table.j.to_numpy()[flat], s_level],
                                     summary["diverged"])
         return status.reshape(sigma0.shape)
 
@@ -161,32 +163,41 @@ def _bisect(sweep: Sweep, folder: Path, table: pd.DataFrame, decided: pd.DataFra
     return incremental.judge(table, points, cells)
 
 
-def _engine_points(sweep: Sweep, folder: Path, n_points: int):
-    """A function that runs trajectories at given axis values (run ids (n,), values per axis (n,))
-    through the engine and returns their `hit` and `diverged`. A sweep whose trajectories run one
-    by one (`Program.sequential`) runs the run folder's own chunk program (the sweep's program at
-    the folder's chunk size, which the compilation cache holds from the run), once per value of
-    the axes compiled in: the batch rows not asked for start frozen and cost nothing there. A
-    batched program computes every row of its batch at every step, so any other sweep compiles a
-    program of its own at the size of a round (`n_points`), two record points, every axis batched.
-    The layout is chosen for points that stop close together (`stops_apart=False`: a round's points
-    lie near one threshold each), so a sweep that ran one by one only because its runs' stops lie
-    far apart (`engine.CONVERGING_WORK_FACTOR`) refines in a batch. On every layout a point's init
-    key is its given run id (`statuses`: its thresholds row's, so a row's points share one init
-    draw), and the points sit from the program's first slot (where a chunk of consecutive run ids
-    starts in every program here but a small sweep's, whose positions are run ids)."""
-    program, _, task = compile_inputs(sweep, stops_apart=False)
-    if program.sequential:
-        manifest = store.read_manifest(folder)
-        size = manifest["chunk_size"]
-        compiled = compile_sweep(sweep, program, task, size, manifest["group"])
-    else:
-        quick = dataclasses.replace(sweep, record=dataclasses.replace(sweep.record, points=2))
-        program, _, task = compile_inputs(quick, stops_apart=False)
-        size = default_chunk_size(program, n_points, list(sweep.axes), task)
-        compiled = engine.compile_chunk(program, size, list(sweep.axes), task, sweep.seed,
-                                        constant=grid.constant_axes(sweep.axes, follows_leading=False))
-    size = min(size, compiled.small or size)
+def _deciding_levels(s: float, f: float) -> tuple[int, int]:
+    """The level indices of f and s among a refinement program's levels (`_refinement_sweep`)."""
+    levels = sorted({s, f})
+    return levels.index(f), levels.index(s)
+
+
+def _refinement_sweep(sweep: Sweep, s: float, f: float) -> Sweep:
+    """The sweep a refinement's points run: the run's steps, dtype, stop rules and data, the two
+    levels that decide Definition 1 (f for sigma_i, s for sigma_j; fewer levels, fewer replays of
+    a block's groups) and two recorded steps."""
+    record = dataclasses.replace(sweep.record, points=2, levels=tuple(sorted({s, f})))
+    return dataclasses.replace(sweep, record=record)
+
+
+def _engine_points(sweep: Sweep, n_points: int, s: float, f: float):
+    """A function that runs trajectories at given axis values and pairs (run ids (n,), values per
+    axis and per `engine.PAIR_HPS` (n,)) through the engine and returns their `hit` (at the levels
+    of `_refinement_sweep`) and `diverged`. Each point stops once Definition 1 is decided for its
+    pair (`engine.decided`: the first of sigma_i reaching f sigma*_i and sigma_j reaching s
+    sigma*_j), or earlier by the run's stop rules: the later steps of a run cannot change its
+    status but by diverging, which the sweep's own runs, run to their stops, would show and a point
+    does not. The program is compiled at the size of a round (`n_points`), its axes given per point,
+    in the run's layout (`compile_inputs`): a round's points stop at their decisions, which lie
+    as far apart as the rows' thresholds (gissin-depth-separation's 49 rows: from a few thousand
+    steps to tens of thousands). A point's init key is its given run id (`statuses`: its
+    thresholds row's, so a row's points share one init draw), and the points sit from the
+    program's first slot."""
+    refining = _refinement_sweep(sweep, s, f)
+    program, _, task = compile_inputs(refining)
+    program = dataclasses.replace(program, decided_by=_deciding_levels(s, f))
+    names = [*sweep.axes, *engine.PAIR_HPS]
+    size = default_chunk_size(program, n_points, names, task)
+    compiled = engine.compile_chunk(program, size, names, task, sweep.seed,
+                                    constant=grid.constant_axes(sweep.axes, follows_leading=False),
+                                    switched=switched_axes(sweep))
 
     def run_points(run_ids: np.ndarray, hps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         constant = np.stack([hps[axis] for axis in compiled.constant] or [np.zeros(len(run_ids))], axis=1)

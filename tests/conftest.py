@@ -77,14 +77,14 @@ def _saved_figures_fit(monkeypatch):
 
     save = plot.save
 
-    def checked(figure, paths, keep_open=False):
+    def checked(figure, paths, keep_open=False, rendered=None):
         with plot.matplotlib.rc_context(fname=plot.STYLE):
             figure.draw_without_rendering()
             drawn = figure.get_tightbbox(figure.canvas.get_renderer())
         whole, pixel = figure.bbox_inches, 1.0 / figure.dpi
         assert (drawn.x0 >= whole.x0 - pixel and drawn.y0 >= whole.y0 - pixel and drawn.x1 <= whole.x1 + pixel
                 and drawn.y1 <= whole.y1 + pixel), f"the figure's artists {drawn} reach outside its canvas {whole}"
-        return save(figure, paths, keep_open)
+        return save(figure, paths, keep_open, rendered)
 
     monkeypatch.setattr(plot, "save", checked)
 
@@ -219,10 +219,10 @@ def quick_reproduction(tmp_path_factory):
     done = {}
     save = plot.save
 
-    def recording(figure, paths, keep_open=False):
+    def recording(figure, paths, keep_open=False, rendered=None):
         for path in paths:
             get.panels[Path(path)] = panels_of(figure)
-        return save(figure, paths, keep_open)
+        return save(figure, paths, keep_open, rendered)
 
     def get(name):
         if name not in done:

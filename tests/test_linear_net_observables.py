@@ -187,8 +187,8 @@ def test_the_gradient_scales_figure_draws_the_deepest_networks(tmp_path, monkeyp
 
     drawn = []
     save = plot.save
-    monkeypatch.setattr(plot, "save", lambda figure, paths, keep_open=False: (
-        drawn.append([ax.get_title() for ax in figure.axes if ax.get_visible()]), save(figure, paths, keep_open))[1])
+    monkeypatch.setattr(plot, "save", lambda figure, paths, keep_open=False, rendered=None: (
+        drawn.append([ax.get_title() for ax in figure.axes if ax.get_visible()]), save(figure, paths, keep_open, rendered))[1])
     sweep = resolve("linear_net_scales_figure", "linear_net", DIGITS | {"gradient_scales": True},
                     {"depth": [1, 3], "sigma0": [1.0], "lr": [0.1], "seed": [0, 1]}, steps=20, points=10)
     api.run(sweep, out=tmp_path / "run", progress_bar=False)

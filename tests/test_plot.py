@@ -424,6 +424,20 @@ def test_plot_run_also_writes_out(tiny_run, tmp_path, suffix):
         assert "<svg" in out.read_text()
 
 
+def test_each_format_is_drawn_once(tiny_run, tmp_path, monkeypatch):
+    """A figure written to `out` and to the run folder in PNG and PDF is drawn once per format
+    (`plot.save`'s `rendered`), the same bytes at both places of a format."""
+    from matplotlib.figure import Figure
+
+    drawn = []
+    savefig = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda figure, *a, **k: drawn.append(k.get("format")) or savefig(figure, *a, **k))
+    out = tmp_path / "figure.png"
+    paths = api.plot_run(tiny_run, kind="thresholds", out=out, formats=("png", "pdf"))
+    assert sorted(drawn) == ["pdf", "png"]
+    assert paths[0].read_bytes() == out.read_bytes() and paths[1].read_bytes()[:4] == PDF
+
+
 @pytest.fixture
 def captured(monkeypatch):
     """The figures plot_run draws, kept open (plot_run closes them after saving)."""

@@ -23,6 +23,7 @@ second (s, f).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import subprocess
@@ -36,7 +37,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import reference as ref
-from dlsweep import api, cli, engine, models, spec, store
+from dlsweep import api, cli, engine, models, spec, store, sweeping
 from dlsweep.analysis import incremental, theory
 from dlsweep.analysis.incremental import ThresholdError
 
@@ -282,6 +283,49 @@ def test_a_random_init_sweeps_bisection_gives_its_points_the_same_init_on_every_
     assert refined.sum() == 2 and (one.rounds[refined] > 0).all()
     pd.testing.assert_frame_equal(one[["depth", "i", "j", "status", "sigma0_th"]],
                                   batched[["depth", "i", "j", "status", "sigma0_th"]])
+
+
+@pytest.mark.parametrize("layout", ["one-by-one", "batched"])
+def test_a_refinement_point_stops_once_its_pair_is_decided(layout, monkeypatch):
+    """A program with `engine.Program.decided_by` (the bisection's points,
+    `thresholding._engine_points`) stops each trajectory at the first check after sigma_i reaches
+    f sigma*_i or sigma_j reaches s sigma*_j, whichever first (Definition 1 is then decided), with
+    the status of the NumPy float64 reference run to the end. Toy, N = 2 and 3, pairs (0, 1) and
+    (0, 4) (r = 1.25 and 10), sigma0 = 1e-4 (both outcomes, decided at steps 757-6532 with the two
+    hitting steps at least 480 steps apart, so no status hangs on a rounding) and 0.3 (value j
+    above s sigma*_j at init: decided at step 0). Bound on the steps run: the first check after
+    the reference's deciding step, + 1 step for a hit that XLA's float64 rounding moves by one."""
+    monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", np.inf if layout == "one-by-one" else 0.0)
+    sigma_star, steps, lr, check = [1.0, 0.8, 0.5, 0.25, 0.1], 20_000, 1e-2, 64
+    sweep = spec.resolve({"name": "decide", "model": "toy", "steps": steps, "dtype": "float64",
+                          "task": {"sigma_star": sigma_star}, "axes": {"depth": [2, 3], "sigma0": [1e-4, 0.3], "lr": [lr]},
+                          "record": {"points": 2, "levels": LEVELS}, "stop": {"check_every": check, "rel_loss": 0.0}})
+    program, _, task = api.compile_inputs(sweep)
+    assert program.sequential == (layout == "one-by-one")
+    grid = [(n, v, pair) for n in (2, 3) for v in (1e-4, 0.3) for pair in (1, 4)]
+    depth, sigma0, j = (np.array(column) for column in zip(*grid))
+    i = np.zeros_like(j)
+    hps = {"depth": depth, "sigma0": sigma0, "lr": np.full(len(grid), lr), "pair_i": i, "pair_j": j}
+    names = [*sweep.axes, *engine.PAIR_HPS]
+    stopped, levels = {}, (LEVELS.index(F), LEVELS.index(S))
+    for decided_by in (None, levels):
+        compiled = engine.compile_chunk(dataclasses.replace(program, decided_by=decided_by), len(grid), names, task,
+                                        sweep.seed, switched=sweeping.switched_axes(sweep))
+        stopped[decided_by] = compiled(np.arange(len(grid)), hps, task, offset=0)[0]
+    summary, rows = stopped[levels], np.arange(len(grid))
+    hit = ref.toy_gd(sigma_star, depth, sigma0, lr, steps, [0, steps], LEVELS).hit
+    hf, hs = hit[rows, i, levels[0]], hit[rows, j, levels[1]]
+    expected = incremental.decide(hf, hs, np.zeros(len(grid), bool))
+    assert set(expected) == {incremental.INCREMENTAL, incremental.NOT_INCREMENTAL}
+    status = incremental.decide(summary["hit"][rows, i, levels[0]], summary["hit"][rows, j, levels[1]],
+                                summary["diverged"])
+    assert list(status) == list(expected)
+    decision = np.where(hf >= 0, np.where(hs >= 0, np.minimum(hf, hs), hf), hs)
+    assert (decision >= 0).all() and (decision < steps // 2).all()
+    bound = (decision + 1) // check * check + check
+    assert (summary["steps_run"] <= bound).all(), (summary["steps_run"], bound)
+    assert (stopped[None]["steps_run"] == steps).all()        # rel_loss = 0: the plain program runs on
+    assert summary["executed"] < stopped[None]["executed"]       # a batch steps until its last row is decided
 
 
 # ----------------------------------------------------------------------------- 3. undecided rows
