@@ -115,7 +115,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("No single figure in the paper: its Theorem 2, checked. The measured thresholds (dots) lie on the "
                  "exact gradient-flow curves inside the Theorem 2 bands for N = 2-8: exponential in 1/(r - 1) at N "
                  "= 2, polynomial for N >= 3."),
-        quick_seconds=5.2, full_seconds=9.8, measured_on=XEON_CPU),
+        quick_seconds=4.5, full_seconds=5.3, measured_on=XEON_CPU),
     Reproduction(
         "gissin-gd", "Gissin et al. 2020, Theorem 3 (gradient descent, N = 2)",
         "threshold against the learning rate at N = 2, with Theorem 3's bounds and the GF limit; how incremental "
@@ -128,7 +128,7 @@ REPRODUCTIONS = {r.name: r for r in (
         verdict=("Theorem 3, checked: at N = 2 the gradient-descent threshold is flat in eta (8e-4 to 6e-2) and "
                  "equals gradient flow's, inside Theorem 3's band where the theorem holds (c < 2(sqrt 2 - 1)). The "
                  "heatmap colours how incremental each run is (log ratio of the hitting steps)."),
-        quick_seconds=4.0, full_seconds=2.1, measured_on=XEON_CPU),
+        quick_seconds=3.7, full_seconds=1.9, measured_on=XEON_CPU),
     Reproduction(
         "gissin-fig1a", "Gissin et al. 2020, Figure 1a",
         "depth-4 matrix sensing: top-5 singular values against time, mean and spread over 3 seeds",
