@@ -96,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     th.add_argument("--pairs", default="adjacent", type=_pairs,
                     help="adjacent (default), all, or explicit pairs i-j like 0-1,0-3")
     th.add_argument("--method", choices=("grid", "bisect"), default="grid",
-                    help="grid: read off the sigma0 axis; bisect: refine by batched sub-grids in ln sigma0")
+                    help="grid: read off the sigma0 axis; bisect: refine by sub-grids in ln sigma0 run through the engine")
     th.add_argument("--rtol", type=float, default=1e-4, help="bisect: relative width of the final bracket")
     th.add_argument("--out", metavar="FILE", help="write the table here (.parquet; default DIR/thresholds.parquet, "
                                                   "needed when the run folder is read-only)")

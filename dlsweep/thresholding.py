@@ -29,8 +29,9 @@ def thresholds(folder: str | Path, s: float = 0.05, f: float = 0.95, pairs: str 
     `DIR/thresholds.parquet`; a read-only run folder needs `out`), the path in `attrs["written_to"]`.
 
     `grid` reads them off the run's sigma0 axis (interpolated in ln sigma0); `bisect` refines each
-    grid bracket by vectorized sub-grids in ln sigma0, every cell at once, batched engine calls
-    each round, to relative width `rtol` (`_bisect` says where it searches and what it can miss).
+    grid bracket by sub-grids in ln sigma0, every cell at once, one engine call a round (each point
+    stopped once its pair is decided), to relative width `rtol` (`_bisect` says where it searches
+    and what it can miss).
     `reason` says why a row has no threshold; a table of a partial run folder says so in the
     column `partial` ("partial: x of y chunks", "" when complete) and in `attrs["partial"]`."""
     folder = Path(folder)
