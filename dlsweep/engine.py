@@ -42,7 +42,7 @@ import optax
 from flax import struct
 
 from dlsweep import optimizers
-from dlsweep.model import INTEGER_HPS, hook
+from dlsweep.model import INTEGER_HPS, PAIR_HPS, hook
 
 STEP_DTYPE = jnp.int32
 EXECUTED_DTYPE = jnp.float32   # trajectory-steps computed by a chunk (a count past int32; a sum of exact block sizes)
@@ -244,7 +244,7 @@ gissin-depth-separation (1.5e10; 1.59 -> 1.00) 3.50 + 1.32 -> 0.96 + 3.86 s and 
 0.82 + 3.63 s, the same first-hitting and stop steps."""
 
 
-def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool = True) -> Program:
+def with_layout(program: Program, hp_names, task, n_runs: int) -> Program:
     """`program` with its layout chosen from its step's cost (`step_cost`):
 
     - refill: dropped (all in lockstep, `refill_from` at the last step) when refilling cannot pay:
@@ -253,8 +253,8 @@ def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool
       for bit either way (the recorded and checked steps do not change), only the time differs.
     - sequential: on CPU, a gradient that costs at least `SEQUENTIAL_MIN_FLOPS`, a step that
       calls a library routine, or a sweep of less work than `SMALL_WORK_FLOPS` (times
-      `CONVERGING_WORK_FACTOR` where its stop rule converges and its runs may stop far apart,
-      `stops_apart`: not so for points near one threshold) whose model has no `drift_from`.
+      `CONVERGING_WORK_FACTOR` where its stop rule converges, as its runs may stop far apart)
+      whose model has no `drift_from`.
     - quick compile: a one-by-one program whose step is its products (the first two reasons)
       in a sweep of less work than `QUICK_COMPILE_MAX_FLOPS` or of at most
       `QUICK_COMPILE_MAX_PARAMETERS` parameters (`QUICK_COMPILE_OPTIONS`).
@@ -271,7 +271,7 @@ def with_layout(program: Program, hp_names, task, n_runs: int, stops_apart: bool
     cpu = jax.default_backend() == "cpu"
     work = n_runs * steps * cost.flops
     exact = hook(program.model, "drift_from") is None
-    small = work < SMALL_WORK_FLOPS * (CONVERGING_WORK_FACTOR if converges and stops_apart else 1)
+    small = work < SMALL_WORK_FLOPS * (CONVERGING_WORK_FACTOR if converges else 1)
     products = cost.flops >= SEQUENTIAL_MIN_FLOPS or cost.library_calls
     sequential = cpu and (products or (small and exact))
     return dataclasses.replace(program, sequential=sequential, hits_every_step=not cpu and exact,
@@ -475,10 +475,10 @@ def _group_may_reach(program: Program, hit, group: ReplayGroups):
     return jnp.any((hit < 0) & ~group.reached & (group.peak[:, None] >= levels))
 
 
-PAIR_HPS = ("pair_i", "pair_j")
-"""The inputs that name, per trajectory, the pair (i, j) whose Definition 1 a program with
-`Program.decided_by` decides (a threshold refinement's points); int32, never a sweep's axes."""
 INTEGER_INPUTS = (*INTEGER_HPS, *PAIR_HPS)
+"""The inputs given as int32: the integer axes, and per trajectory the pair (i, j) whose
+Definition 1 a program with `Program.decided_by` decides (`model.PAIR_HPS`, a threshold
+refinement's points; no axis may take their names)."""
 
 
 def decided(program: Program, hit, hp):
@@ -1093,7 +1093,8 @@ def lockstep_devices() -> list:
     accelerator, the first alone on CPU. There each device's whole blocks and refill slots grew the
     work more than a second core gained: azulay-phase's chunk of 720 runs took 89 s on one device
     and 77 s on two, computing 1.194x the trajectory-steps its runs need instead of 1.096x; and
-    gissin-depth-separation's batched threshold refinement ran 1.7x slower. The cores go to
+    gissin-depth-separation's threshold refinement, batched while its points ran to the run's
+    stop rule, ran 1.7x slower. The cores go to
     one-by-one programs (`deal_count`) and to writing one chunk while the next computes."""
     devices = jax.local_devices()
     return devices if SHARD_CPU_BATCHES or jax.default_backend() != "cpu" else devices[:1]
@@ -1188,8 +1189,8 @@ class CompiledChunk:
                offset: int | None = None) -> tuple[tuple[int, int], Any]:
         """`offset`: the position of the first row, by default its run id's slot (a chunk of
         consecutive run ids); rows that are not (a threshold refinement's points, each with the
-        run id of its thresholds row) are placed from `offset` in a one-by-one program, whose
-        rows are computed alone wherever they sit."""
+        run id of its thresholds row, in a program without a per-seed layout) are placed from
+        `offset`, where each is computed as anywhere else: its init key is its run id."""
         run_ids = np.asarray(run_ids)
         n = len(run_ids)
         hps = cast_hps(hps, self.program.dtype)

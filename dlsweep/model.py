@@ -39,6 +39,7 @@ from typing import Any, Protocol, runtime_checkable
 METHODS = ("init", "loss", "observe")       # what every model has (`Model`)
 HOOKS = ("draw", "summarize", "selected", "drift_from", "gradient")
 INTEGER_HPS = ("depth", "sparsity", "seed")     # axes a model gets as int32; every other axis in the sweep's float dtype
+PAIR_HPS = ("pair_i", "pair_j")   # int32 inputs of a threshold refinement's points (`engine.decided`): no axis's names
 
 
 @runtime_checkable

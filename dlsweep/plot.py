@@ -792,13 +792,17 @@ UNDATED = {".pdf": {"CreationDate": None}, ".svg": {"Date": None}}    # the same
 def save(figure: Figure, paths, keep_open: bool = False, rendered: dict[str, bytes] | None = None) -> None:
     """Write a figure to every path (PNG at 200 dpi, or PDF / SVG by suffix; the whole canvas as
     its constrained layout placed every artist; no date in a PDF or SVG, so a figure redrawn from
-    the same data is the same file), then close it (unless `keep_open`). Each format is drawn once
-    and its bytes written to every path of that suffix; `rendered` (suffix -> bytes) carries the
+    the same data is the same file), then close it (unless `keep_open`). A path without a suffix
+    gets the default format's, as matplotlib gives it. Each format is drawn once and its bytes
+    written to every path of that suffix; `rendered` (suffix -> bytes) carries this figure's
     drawings from one call to the next. A path that cannot be written is a PlotError naming it."""
     rendered = {} if rendered is None else rendered
     try:
         for path in map(Path, paths):
             suffix = path.suffix.lower()
+            if not suffix:
+                suffix = "." + matplotlib.rcParams["savefig.format"]
+                path = path.with_name(path.name + suffix)
             if suffix not in rendered:
                 buffer = io.BytesIO()
                 figure.savefig(buffer, format=suffix.lstrip("."), metadata=UNDATED.get(suffix))

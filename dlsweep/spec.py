@@ -20,7 +20,7 @@ import numpy as np
 
 from dlsweep import models, optimizers, schema
 from dlsweep.errors import SpecError
-from dlsweep.model import INTEGER_HPS, hook
+from dlsweep.model import INTEGER_HPS, PAIR_HPS, hook
 from dlsweep.models import user
 from dlsweep.models.layers import SHAPE_RANGE
 from dlsweep.plan import grid_too_large
@@ -290,6 +290,10 @@ def _user_family(model: str | dict, raw: Mapping[str, Any], where: _Where) -> mo
     reference = user.resolve(model, base, where.error)
     instance = user.instantiate(reference, where.error)
     task, axes = raw.get("task", {}), raw.get("axes", {})
+    reserved = [axis for axis in PAIR_HPS if isinstance(axes, dict) and axis in axes]
+    if reserved:
+        raise where.error(f"axes.{reserved[0]}", f"a name the engine gives a threshold refinement's points "
+                                                 f"({' and '.join(PAIR_HPS)}); name the axis otherwise")
     return user.family(reference, instance, list(task) if isinstance(task, dict) else [],
                        list(axes) if isinstance(axes, dict) else [])
 

@@ -74,15 +74,15 @@ def restores_x64(verb):
     return restoring
 
 
-def compile_inputs(sweep: Sweep, stops_apart: bool = True) -> tuple[engine.Program, grid.Grid, dict]:
+def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
     """The static program, the flat grid and the shared task of a sweep (x64 switched on first
     for float64 sweeps); the program's layout (refilled slots, or runs one after another) is
-    chosen from the cost of its step and whether its runs may stop far apart (`engine.with_layout`)."""
+    chosen from the cost of its step and its stop rule (`engine.with_layout`)."""
     _use_dtype(sweep.dtype)
     family = sweep.family
     task = family.make_task(sweep)
     program = engine.Program.from_sweep(sweep, family.build(sweep))
-    program = engine.with_layout(program, list(sweep.axes), task, sweep.n_runs, stops_apart)
+    program = engine.with_layout(program, list(sweep.axes), task, sweep.n_runs)
     return program, grid.build(sweep.axes), task
 
 

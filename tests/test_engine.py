@@ -312,9 +312,8 @@ def test_a_sweep_of_little_work_runs_one_by_one_on_cpu(tmp_path, monkeypatch):
     """On CPU a sweep of less work than `engine.SMALL_WORK_FLOPS` (runs x steps x the gradient's
     flops) runs one by one when its model has no `drift_from`: one copy of the step, no replay,
     and each run computes exactly the steps to its stop (none diverges here); a sweep whose stop
-    rule converges, up to `engine.CONVERGING_WORK_FACTOR` times that work, unless its points stop
-    together (`stops_apart=False`, a threshold's refinement). More work, or a model that bounds its
-    drift (matrix sensing), keeps the batch."""
+    rule converges, up to `engine.CONVERGING_WORK_FACTOR` times that work. More work, or a model
+    that bounds its drift (matrix sensing), keeps the batch."""
     monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 1e10)
     sweep = toy_sweep(stop={"rel_loss": 1e-3})
     program, flat, task = api.compile_inputs(sweep)
@@ -327,7 +326,6 @@ def test_a_sweep_of_little_work_runs_one_by_one_on_cpu(tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 0.99 * work)
     assert api.compile_inputs(sweep)[0].sequential
     assert not api.compile_inputs(toy_sweep(stop={"rel_loss": 0.0}))[0].sequential     # the same work, no convergence
-    assert not api.compile_inputs(sweep, stops_apart=False)[0].sequential             # points that stop together
     monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 0.99 * work / engine.CONVERGING_WORK_FACTOR)
     assert not api.compile_inputs(sweep)[0].sequential
     monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 1e10)

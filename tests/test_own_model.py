@@ -124,6 +124,15 @@ def test_resume_and_an_edited_model_is_another_sweep(tmp_path):
         api.run(path, out=out, progress_bar=False)
 
 
+def test_an_axis_may_not_take_a_name_the_engine_gives_refinement_points(tmp_path):
+    """`pair_i` and `pair_j` are the int32 inputs of a threshold refinement's points
+    (`model.PAIR_HPS`): an own model's axis of that name would be cast to int32 or overwritten,
+    so the spec is refused, naming the key and the file."""
+    path = _spec(_model_dir(tmp_path, TWO_FACTOR), RAW | {"axes": RAW["axes"] | {"pair_j": [0.5, 1.5]}})
+    with pytest.raises(SpecError, match=rf"{path}: key 'axes.pair_j': a name the engine gives a threshold refinement"):
+        spec.load(path)
+
+
 def test_keyword_arguments_and_the_python_api(tmp_path):
     """A [model] table's other keys are the class's keyword arguments; `api.run(spec,
     model=Instance(...))` runs the same sweep (same hash) as the spec naming the class and those

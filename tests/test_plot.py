@@ -426,7 +426,8 @@ def test_plot_run_also_writes_out(tiny_run, tmp_path, suffix):
 
 def test_each_format_is_drawn_once(tiny_run, tmp_path, monkeypatch):
     """A figure written to `out` and to the run folder in PNG and PDF is drawn once per format
-    (`plot.save`'s `rendered`), the same bytes at both places of a format."""
+    (`plot.save`'s `rendered`), the same bytes at both places of a format; a path without a
+    suffix gets the default format's (PNG), as matplotlib's `savefig` gives it."""
     from matplotlib.figure import Figure
 
     drawn = []
@@ -436,6 +437,9 @@ def test_each_format_is_drawn_once(tiny_run, tmp_path, monkeypatch):
     paths = api.plot_run(tiny_run, kind="thresholds", out=out, formats=("png", "pdf"))
     assert sorted(drawn) == ["pdf", "png"]
     assert paths[0].read_bytes() == out.read_bytes() and paths[1].read_bytes()[:4] == PDF
+    plot.save(plot.summary_lines(pd.DataFrame({"sigma0": [1e-3, 1e-2], "x": [1.0, 2.0], "depth": [2, 2]}), "sigma0", "x",
+                                 "depth"), [tmp_path / "figure"])
+    assert (tmp_path / "figure.png").read_bytes()[:8] == PNG          # no suffix: the default format's, as matplotlib
 
 
 @pytest.fixture
