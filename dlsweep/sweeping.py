@@ -432,10 +432,6 @@ def folder_sweep(folder: str | Path) -> Sweep:
     if problem:
         raise store.StoreError(f"{problem}; {RESTORE_SPEC.format(spec=store.SPEC_FILE).replace('DIR', str(folder))}")
     return sweep
-    sweep, problem = _folder_spec(folder, manifest)
-    if problem:
-        raise store.StoreError(f"{problem}; {RESTORE_SPEC.format(spec=store.SPEC_FILE).replace('DIR', str(folder))}")
-    return spec_module.load(folder / store.SPEC_FILE)
 
 
 def show(folder: str | Path) -> dict:

@@ -104,10 +104,10 @@ def _bisect(sweep: Sweep, table: pd.DataFrame, decided: pd.DataFrame, cells: lis
     sub-grid spacing, ln(hi/lo) / (SUBGRID_POINTS + 1), contains a sub-grid point and is found;
     an island narrower than the spacing can fall between two points, and one above the first span
     is seen only where it holds a grid point. `monotone`, `interleaved_decades` and `reason` are
-    recomputed from every sigma0 evaluated, grid and sub-grid. A row whose span holds no other sigma0 of the sweep's
-    dtype stops there (as narrow as the dtype allows); a round that finds nothing decided in a
-    row's span ends that row as "undecided inside the bracket" (incremental.STALLED), with no
-    threshold."""
+    recomputed from every sigma0 evaluated, grid and sub-grid. A row whose span holds no other
+    sigma0 of the sweep's dtype stops there (as narrow as the dtype allows); a round that finds
+    nothing decided in a row's span ends that row as "undecided inside the bracket"
+    (incremental.STALLED), with no threshold."""
     table = table.reset_index(drop=True)
     keys = [*cells, "i", "j"]
     active = (table.status == "ok").to_numpy(copy=True)
