@@ -408,47 +408,65 @@ def assert_same_chunk_results(result, other):
 
 
 @pytest.mark.parametrize("unroll", [1, 3])
-@pytest.mark.parametrize("family", ["toy", "diagonal"])
+@pytest.mark.parametrize("family", ["toy", "diagonal", "matrix_sensing"])
 def test_the_accelerator_layout_computes_what_the_cpu_layout_computes(family, unroll):
     """An accelerator's layout (`engine.with_layout`): the levels tested after every step
-    (`hits_every_step`, no block peak and no replay) and `unroll` steps written out per loop
-    iteration (3: blocks of 64 leave a remainder, run one step at a time). Run on the CPU for
-    runs that converge, diverge and run to the end, every summary value and record equals the
-    CPU layout's bit for bit (the same steps in the same order), and it computes exactly the
-    steps its runs need: their whole check intervals plus the fillers' first, with no replay.
-    The diagonal model's sweep has its data drawn per seed (the per-seed layout, `engine.rows_map`)."""
+    (`hits_every_step`, no block peak and no replay) where the model observes sigma exactly,
+    and `unroll` steps written out per loop iteration (3: a block of 64 steps, or a group of 16,
+    leaves a remainder, run one step at a time).
+    Run on the CPU for runs that converge (but matrix sensing's), diverge and run to the end, every summary value and
+    record equals the CPU layout's bit for bit (the same steps in the same order). Where the
+    levels are tested every step it computes exactly the steps its runs need: their whole
+    check intervals plus the fillers' first, with no replay; matrix sensing (`drift_from`) keeps
+    its block peak and replays the same groups. The diagonal model's and matrix sensing's sweeps
+    have their data drawn per seed (the per-seed layout, `engine.rows_map`)."""
     import dataclasses
 
-    sweep = toy_sweep(steps=1500, axes={"depth": [2, 3], "sigma0": {"logspace": [-3, -0.5], "num": 12},
-                                        "lr": [2e-3, 0.15, 0.3]}, record={"points": 30}) if family == "toy" \
-        else spec.resolve({**INVARIANT["diagonal"], "axes": {**INVARIANT["diagonal"]["axes"], "lr": [0.05, 2.0]}})
+    if family == "toy":
+        sweep = toy_sweep(steps=1500, axes={"depth": [2, 3], "sigma0": {"logspace": [-3, -0.5], "num": 12},
+                                            "lr": [2e-3, 0.15, 0.3]}, record={"points": 30})
+    elif family == "diagonal":
+        sweep = spec.resolve({**INVARIANT["diagonal"], "axes": {**INVARIANT["diagonal"]["axes"], "lr": [0.05, 2.0]}})
+    else:
+        sweep = spec.resolve({**SMALL["matrix_sensing"], "axes": {**SMALL["matrix_sensing"]["axes"],
+                                                                 "sigma0": [1e-3, 1e-1, 0.4], "lr": [0.05, 2.5]}})
     program, flat, task = api.compile_inputs(sweep)
     assert not program.hits_every_step and program.unroll == 1
-    accelerator = dataclasses.replace(program, hits_every_step=True, unroll=unroll)
+    exact = family != "matrix_sensing"
+    accelerator = dataclasses.replace(program, hits_every_step=exact, unroll=unroll)
     seeds = engine.seed_slots(program.model, sweep.axes)
-    assert (seeds is not None) == (family == "diagonal")
+    assert (seeds is not None) == (family != "toy")
     batch = engine.compiled_batch(flat.size, len(seeds) if seeds else None)
     results = [engine.compile_chunk(p, batch, list(sweep.axes), task, sweep.seed, seeds=seeds)(
         np.arange(flat.size), flat.rows(0, flat.size), task) for p in (program, accelerator)]
     (summary, _), (summary_accelerator, _) = results
-    assert summary["diverged"].any() and summary["converged"].any() and (summary["steps_run"] == sweep.steps).any()
-    assert (summary["hit"] > 0).any()
+    assert summary["diverged"].any() and (summary["steps_run"] == sweep.steps).any() and (summary["hit"] > 0).any()
+    assert summary["converged"].any() == exact      # matrix sensing's 6 measurements: sigma* is never all reached
     assert_same_chunk_results(*results)
+    if not exact:
+        assert summary_accelerator["executed"] == summary["executed"]
+        return
     # lockstep: every row steps until the chunk's last live run stops (a check step), no replay
     last = int(summary["steps_run"][~summary["diverged"]].max())
     assert summary_accelerator["executed"] == batch * last < summary["executed"]
 
 
 def test_an_accelerator_tests_levels_every_step_in_unrolled_loops(monkeypatch):
-    """On an accelerator the batch always runs (never one by one), its levels are tested after
-    every step where the model observes sigma exactly at every step (no `drift_from`), and its
-    loops run `engine.ACCELERATOR_UNROLL` steps an iteration; a model that bounds its drift keeps
-    the block peak (its exact sigma is an SVD)."""
+    """On an accelerator the batch always runs (never one by one) and never refills its slots,
+    its levels are tested after every step where the model observes sigma exactly at every step
+    (no `drift_from`), and its loops run `engine.ACCELERATOR_UNROLL` steps an iteration; a model
+    that bounds its drift keeps the block peak (its exact sigma is an SVD). The step's flops are
+    counted (`engine.step_cost` lowers it for the CPU, whose cost analysis an accelerator's
+    plugin lacks)."""
+    monkeypatch.setattr(engine, "REFILL_MIN_FLOPS", 0.0)
+    sensing_sweep = spec.resolve(SMALL["matrix_sensing"])
+    assert api.compile_inputs(sensing_sweep)[0].refill_from < sensing_sweep.steps     # on CPU: refilled
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     toy, _, _ = api.compile_inputs(toy_sweep())
     assert (toy.hits_every_step, toy.unroll, toy.sequential) == (True, engine.ACCELERATOR_UNROLL, False)
-    sensing, _, _ = api.compile_inputs(spec.resolve(SMALL["matrix_sensing"]))
+    sensing, _, _ = api.compile_inputs(sensing_sweep)
     assert (sensing.hits_every_step, sensing.unroll, sensing.sequential) == (False, engine.ACCELERATOR_UNROLL, False)
+    assert sensing.refill_from == sensing_sweep.steps and sensing.step_flops > 0
 
 
 def test_chunks_follow_the_leading_axis_on_cpu_alone(tmp_path, monkeypatch):
