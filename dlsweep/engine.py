@@ -194,13 +194,21 @@ def _one_trajectory(program: Program, hp_names, task):
     return jax.eval_shape(program.model.init, key, hp, full), hp, full
 
 
+def _cpu_sharding() -> jax.sharding.Sharding | None:
+    """The first CPU device's sharding, or None (the default backend) where JAX runs without its
+    CPU backend (`JAX_PLATFORMS` naming accelerators alone)."""
+    try:
+        return jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
+    except RuntimeError:
+        return None
+
+
 def step_cost(program: Program, hp_names, task) -> StepCost:
     """`StepCost` of `program`'s step, the data the model draws included as an input, lowered for
     the CPU whatever the backend: XLA's cost analysis of a lowered program is the CPU client's
     (an accelerator's plugin has none, and would count no flops), so the layout is chosen from
     the same numbers everywhere."""
-    cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
-    params, hp, full = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=cpu),
+    params, hp, full = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=_cpu_sharding()),
                                     _one_trajectory(program, hp_names, task))
     gradient = jax.jit(jax.grad(program.model.loss)).lower(params, hp, full)
     observed = jax.jit(functools.partial(_sigma, program)).lower(params, hp, full) if program.levels else None

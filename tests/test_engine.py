@@ -469,6 +469,25 @@ def test_an_accelerator_tests_levels_every_step_in_unrolled_loops(monkeypatch):
     assert sensing.refill_from == sensing_sweep.steps and sensing.step_flops > 0
 
 
+def test_the_step_cost_is_counted_without_a_cpu_backend(monkeypatch):
+    """`engine.step_cost` lowers the step for the CPU (whose cost analysis an accelerator's plugin
+    lacks); where JAX runs without its CPU backend (`JAX_PLATFORMS` naming accelerators alone,
+    so `jax.devices("cpu")` raises) it analyses the default backend's lowering instead: here the
+    CPU's, so the same cost."""
+    sweep = spec.resolve(SMALL["matrix_sensing"])
+    program, _, task = api.compile_inputs(sweep)
+    expected = engine.step_cost(program, list(sweep.axes), task)
+    devices = jax.devices
+
+    def without_cpu(backend=None):
+        if backend == "cpu":
+            raise RuntimeError("Unknown backend cpu")
+        return devices(backend)
+
+    monkeypatch.setattr(jax, "devices", without_cpu)
+    assert engine.step_cost(program, list(sweep.axes), task) == expected and expected.flops > 0
+
+
 def test_chunks_follow_the_leading_axis_on_cpu_alone(tmp_path, monkeypatch):
     """On CPU a grid with enough runs per depth is cut by depth (`grid.aligned_group`: 300 runs
     each, at least MIN_ALIGNED_GROUP = 256), so depth enters the chunk program as a constant; on an
