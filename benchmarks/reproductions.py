@@ -29,6 +29,11 @@ cores        the process asks JAX for one CPU device per core it may use, as the
              does (`engine.use_cpu_cores`): `taskset -c 1` measures one core, a wider affinity the
              whole machine, each in a section of its own. dlsweep deals a one-by-one sweep's runs
              over the devices; the per-run loop runs on the first (XLA may thread its operations).
+             On an accelerator the per-run loop's steps are bound by kernel launches and loop
+             tests (one H200: 15 us a toy step, 25-30 us a gissin-fig6 step), so a sample of 8
+             runs per leading value of a sweep of long runs takes minutes (gissin-depth-separation:
+             56 runs of ~230k steps, over 4 minutes); `--sample 1` measures each value's per-step
+             rate from one run.
 agreement    on every run the per-run loop ran: the same outcome (diverged / converged / neither)
              and steps_run within one check interval (`check_every`) of dlsweep's (the two check
              the stop rule at different steps), and the loss within LOSS_RTOL relative or
