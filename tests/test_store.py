@@ -152,6 +152,32 @@ def test_trajectories_are_consistent_with_runs(small_dataset, small_spec):
     assert set(traj["run_id"]) == set(runs["run_id"])
 
 
+@pytest.mark.parametrize("stops", ["none", "mixed"])
+def test_trajectory_rows_follow_each_runs_stop(small_spec, stops):
+    """`store.chunk_frames`'s trajectories table from synthetic records, against a loop over the
+    runs and recorded steps: a run's rows are the recorded steps before its stop and the first at
+    or after it, shown at min(step, steps_run), each holding that record's values (with no run
+    stopped early, every record: the table's fast path)."""
+    sweep = spec.load(small_spec)
+    steps = engine.record_steps(sweep.record.schedule, sweep.record.points, sweep.steps)
+    n, k, rows = 7, len(sweep.task["sigma_star"]), len(steps)
+    steps_run = np.full(n, steps[-1]) if stops == "none" else \
+        np.array([0, steps[1], steps[1] + 1, steps[-2], steps[-1] - 1, steps[-1], steps[3]])
+    rng = np.random.default_rng(0)
+    loss, sigma = rng.random((rows, n), dtype=np.float32), rng.random((rows, n, k), dtype=np.float32)
+    summary = {"final_loss": loss[-1], "diverged": np.zeros(n, bool), "converged": steps_run < steps[-1],
+               "steps_run": steps_run, "hit": np.full((n, k, len(sweep.record.levels)), -1), "chosen": np.zeros((n, 0))}
+    run_ids = np.arange(10, 10 + n)
+    _, traj = store.chunk_frames(sweep, run_ids, api.compile_inputs(sweep)[1].rows(0, n), summary,
+                                 (loss, {"sigma": sigma}), steps)
+    expected = [(int(run_ids[b]), int(min(steps[r], steps_run[b])), loss[r, b], *sigma[r, b])
+                for b in range(n) for r in range(rows) if r == 0 or steps[r - 1] < steps_run[b]]
+    assert traj.column_names == ["run_id", "step", "loss", *(f"sigma_{i}" for i in range(k))]
+    assert list(zip(*(traj.column(name).to_pylist() for name in traj.column_names))) == \
+        [(run, step, float(value), *map(float, sigmas)) for run, step, value, *sigmas in expected]
+    assert [traj.column(name).type for name in ("run_id", "step", "loss")] == ["int64", "int64", "float"]
+
+
 def test_pandas_reads_the_folder_without_dlsweep(small_dataset):
     """Another process, which never imports dlsweep, reads the parts with plain pandas."""
     script = (
