@@ -208,7 +208,8 @@ def step_cost(program: Program, hp_names, task) -> StepCost:
     the CPU whatever the backend: XLA's cost analysis of a lowered program is the CPU client's
     (an accelerator's plugin has none, and would count no flops), so the layout is chosen from
     the same numbers everywhere."""
-    params, hp, full = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=_cpu_sharding()),
+    cpu = _cpu_sharding()
+    params, hp, full = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=cpu),
                                     _one_trajectory(program, hp_names, task))
     gradient = jax.jit(jax.grad(program.model.loss)).lower(params, hp, full)
     observed = jax.jit(functools.partial(_sigma, program)).lower(params, hp, full) if program.levels else None
