@@ -155,6 +155,7 @@ class Program:
     quick_compile: bool = False  # one by one: `QUICK_COMPILE_OPTIONS` pay (set with the layout); a program
                                  # that selects features keeps XLA's defaults all the same (`compile_chunk`)
     switches: bool = False      # one by one: each run's depth compiled in (`SWITCH_MIN_FLOPS`; set with the layout)
+    deals: bool = False         # batched on CPU: each chunk dealt over every CPU device (`DEAL_MIN_FLOPS`; set with the layout)
     decided_by: tuple[int, int] | None = None   # (f, s) level indices: each trajectory also stops once Definition 1
                                                 # is decided for its pair (`PAIR_HPS`; `decided`)
 
@@ -170,6 +171,13 @@ REFILL_MIN_FLOPS = 1e11
 """The refill phase is compiled in only for a sweep whose work, all runs to the step limit, is
 at least this many floating-point operations (seconds of compute): compiling it costs about as
 much again as the rest of the chunk program (1-4 s on CPU), more than a small sweep's stragglers."""
+
+DEAL_MIN_FLOPS = 2e11
+"""On CPU, a batched sweep of at least this much work (all runs to the step limit) deals each
+chunk over every CPU device (`Program.deals`, `DealtExecutable`): each device compiles the
+program for its share, and those compiles share the cores as the shares do (azulay-phase on both
+cores of a 2-core Xeon: compile 2.6 -> 4.7 s), so a sweep must hold several seconds of a core's
+work to win the compile back (azulay-phase's 9e12 flops: chunks 39.7 -> 23.2 s)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,6 +285,8 @@ def with_layout(program: Program, hp_names, task, n_runs: int) -> Program:
       `QUICK_COMPILE_MAX_PARAMETERS` parameters (`QUICK_COMPILE_OPTIONS`).
     - switches: a one-by-one sweep of at least `SWITCH_MIN_FLOPS` of work compiles in each run's
       depth, whatever the chunks hold.
+    - deals: on CPU, a batched sweep of at least `DEAL_MIN_FLOPS` of work deals each chunk over
+      every CPU device.
     - on an accelerator: the levels tested after every step (`hits_every_step`, for a model
       without `drift_from`) and `ACCELERATOR_UNROLL` steps per loop iteration.
     A function of the sweep and the backend alone, so every chunk size computes each trajectory
@@ -296,6 +306,7 @@ def with_layout(program: Program, hp_names, task, n_runs: int) -> Program:
                                quick_compile=sequential and products and (
                                    work < QUICK_COMPILE_MAX_FLOPS or cost.parameters <= QUICK_COMPILE_MAX_PARAMETERS),
                                switches=sequential and work >= SWITCH_MIN_FLOPS,
+                               deals=cpu and not sequential and work >= DEAL_MIN_FLOPS,
                                refill_from=program.refill_from if refills and work >= REFILL_MIN_FLOPS else steps)
 
 
@@ -1107,12 +1118,14 @@ SHARD_CPU_BATCHES = False
 
 def lockstep_devices() -> list:
     """The devices a batched chunk program shards its batch over: every local device of an
-    accelerator, the first alone on CPU. There each device's whole blocks and refill slots grew the
-    work more than a second core gained: azulay-phase's chunk of 720 runs took 89 s on one device
-    and 77 s on two, computing 1.194x the trajectory-steps its runs need instead of 1.096x; and
-    gissin-depth-separation's threshold refinement, batched while its points ran to the run's
-    stop rule, ran 1.7x slower. The cores go to
-    one-by-one programs (`deal_count`) and to writing one chunk while the next computes."""
+    accelerator, the first alone on CPU. Sharded there (one program partitioned over the
+    devices), each device's whole blocks and refill slots grew the work more than a second core
+    gained: azulay-phase's chunk of 720 runs took 89 s on one device and 77 s on two, computing
+    1.194x the trajectory-steps its runs need instead of 1.096x; and gissin-depth-separation's
+    threshold refinement, batched while its points ran to the run's stop rule, ran 1.7x slower.
+    The CPU's cores go to dealt chunks instead (`DealtExecutable`: one-by-one programs past
+    `deal_count`'s work, batched ones with `Program.deals`), each device computing its share
+    alone, and to writing one chunk while the next computes."""
     devices = jax.local_devices()
     return devices if SHARD_CPU_BATCHES or jax.default_backend() != "cpu" else devices[:1]
 
@@ -1134,10 +1147,13 @@ def _batch_mesh(devices) -> jax.sharding.Mesh:
 
 @dataclasses.dataclass(frozen=True)
 class DealtExecutable:
-    """A one-by-one chunk program whose rows are dealt over `devices` like cards, row j to device
-    j % len(devices) (neighbouring rows, as a depth's runs, often stop alike), each device running
-    its share one after another with `executables[k]`: the same program (the same lowered module
-    and compile options) compiled for each device. A program partitioned over the devices
+    """A chunk program whose batch is dealt over `devices` like cards, `unit` positions at a time,
+    unit j to device j % len(devices) (neighbouring rows, as a depth's runs, often stop alike),
+    each device computing its share with `executables[k]`: the same program (the same lowered
+    module and compile options) compiled for each device, at the share's batch. A one-by-one
+    program deals rows (`unit` 1), each run one after another; a batched program deals its vector
+    blocks' rows (`unit` 1) or, with a per-seed layout, whole cycles of seed slots (`unit` the
+    period), so each share is a batch of the same layout. A program partitioned over the devices
     (`jax.shard_map`) was compiled with other fusions than one device's and rounded differently
     (docs/architecture.md, "Every core"); one module compiled per device computes each trajectory
     as one device does, bit for bit. Calling it dispatches every device's share and returns at
@@ -1145,15 +1161,17 @@ class DealtExecutable:
 
     executables: tuple
     devices: tuple
+    unit: int = 1
 
     def __call__(self, root_key, run_ids, live, hps, task) -> "Dealt":
         count = len(self.devices)
+        units = np.arange(len(run_ids)).reshape(-1, self.unit)
         shares = []
         for k, (executable, device) in enumerate(zip(self.executables, self.devices)):
-            rows = slice(k, None, count)
+            rows = units[k::count].reshape(-1)
             own = {name: value if np.ndim(value) == 0 else value[rows] for name, value in hps.items()}
             shares.append(executable(*jax.device_put((root_key, run_ids[rows], live[rows], own, task), device)))
-        return Dealt(tuple(shares))
+        return Dealt(tuple(shares), self.unit)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1161,16 +1179,20 @@ class Dealt:
     """The per-device results of a `DealtExecutable`, put back in row order by `gathered`."""
 
     shares: tuple
+    unit: int = 1
 
     def gathered(self) -> tuple[dict, Any]:
-        """(summary, records) as one device's program returns them: rows interleaved back
-        (device k held rows k, k + n, ...), `executed` summed over the devices."""
+        """(summary, records) as one device's program returns them: units interleaved back
+        (device k held units k, k + n, ...), `executed` summed over the devices."""
+        unit = self.unit
 
         def interleave(axis):
-            def join(*parts):        # (.., rows of a share, ..) x devices -> (.., rows, ..), row j n + k from share k
-                stacked = np.stack([np.asarray(part) for part in parts], axis=axis + 1)
-                shape = stacked.shape
-                return stacked.reshape(*shape[:axis], shape[axis] * shape[axis + 1], *shape[axis + 2:])
+            def join(*parts):        # (.., units x unit of a share, ..) x devices -> (.., rows, ..)
+                arrays = [np.asarray(part) for part in parts]
+                shape = arrays[0].shape
+                split = [a.reshape(*shape[:axis], shape[axis] // unit, unit, *shape[axis + 1:]) for a in arrays]
+                stacked = np.stack(split, axis=axis + 1)            # (.., units of a share, devices, unit, ..)
+                return stacked.reshape(*shape[:axis], shape[axis] * len(arrays), *shape[axis + 1:])
             return join
 
         summaries = [dict(summary) for summary, _ in self.shares]
@@ -1403,18 +1425,18 @@ def _compile(lowered, options: dict, speed: dict):
         return lowered.compile(compiler_options=options)
 
 
-def _one_by_one_executable(fn, args, devices, speed: dict):
-    """`run_sequential` (`fn`) compiled for the abstract `args` of one device's share with
-    `SEQUENTIAL_COMPILER_OPTIONS` and `speed`: on one device its executable; on several the same
-    module lowered for each and compiled side by side (XLA compiles outside Python's lock), a
-    `DealtExecutable`."""
+def _dealt_executable(fn, args, devices, options: dict, speed: dict, unit: int = 1):
+    """`fn` compiled for the abstract `args` of one device's share with `options` and the
+    compile-time-only `speed`: on one device its executable; on several the same module lowered
+    for each and compiled side by side (XLA compiles outside Python's lock), a `DealtExecutable`
+    dealing `unit` positions at a time."""
     if len(devices) == 1:
-        return _compile(jax.jit(fn).lower(*args), SEQUENTIAL_COMPILER_OPTIONS, speed)
+        return _compile(jax.jit(fn).lower(*args), options, speed)
     lowered = [jax.jit(fn, in_shardings=on, out_shardings=on).lower(*args)
                for on in map(jax.sharding.SingleDeviceSharding, devices)]
     with concurrent.futures.ThreadPoolExecutor(len(devices)) as pool:
-        executables = pool.map(lambda one: _compile(one, SEQUENTIAL_COMPILER_OPTIONS, speed), lowered)
-        return DealtExecutable(tuple(executables), tuple(devices))
+        executables = pool.map(lambda one: _compile(one, options, speed), lowered)
+        return DealtExecutable(tuple(executables), tuple(devices), unit)
 
 
 def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, constant: dict[str, tuple] | None = None,
@@ -1428,7 +1450,10 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
     layout (`seed_slots`); `small` is the batch of a small sweep (`small_sweep_batch`), which runs
     in lockstep on the first device and replays one (row, group) pair at a time. A
     `Program.sequential` runs its trajectories one after another (`run_sequential`), whatever the
-    layout, dealt over the devices of `deal_count` (`DealtExecutable`). Otherwise, with
+    layout, dealt over the devices of `deal_count` (`DealtExecutable`). A batched program that
+    `Program.deals` is compiled at a share of the batch for every local device and dealt over
+    them by whole vector rows or seed cycles (`DealtExecutable`); each share is a batch of the
+    same layout, which computes every trajectory as any other chunking does. Otherwise, with
     several `lockstep_devices`, the batch axis is sharded over all of them (a 1-D `NamedSharding`
     mesh) and the task and key are replicated; every device computes the same layout, so the
     results equal a single-device run bit for bit."""
@@ -1443,15 +1468,24 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
         batch = -(-batch // len(devices)) * len(devices)          # whole rows per device
     else:
         devices = lockstep_devices()[:1] if small else lockstep_devices()
-        batch = compiled_batch(batch, period, devices=len(devices), small=small)
+        dealt = jax.local_devices() if program.deals and not small and len(devices) == 1 else []
+        batch = compiled_batch(batch, period, devices=len(dealt) or len(devices), small=small)
     start = time.perf_counter()
     if sequential:
         fn = functools.partial(run_sequential, program,
                                specialized=specialized_axes(constant | ((switched or {}) if program.switches else {})))
         speed = {} if selects_features(program, hp_names, task) else (
             SEQUENTIAL_SPEED_OPTIONS | (QUICK_COMPILE_OPTIONS if program.quick_compile else {}))
-        executable = _one_by_one_executable(fn, _abstract_args(program, batch // len(devices), hp_names, task, constant),
-                                            devices, speed)
+        executable = _dealt_executable(fn, _abstract_args(program, batch // len(devices), hp_names, task, constant),
+                                       devices, SEQUENTIAL_COMPILER_OPTIONS, speed)
+    elif len(dealt) > 1:
+        share = batch // len(dealt)
+        slots = slot_count(share, period, devices=1)
+        fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant), period=period,
+                               capacity=replay_capacity(share, LANES), slots=slots,
+                               slot_capacity=replay_capacity(slots, LANES))
+        executable = _dealt_executable(fn, _abstract_args(program, share, hp_names, task, constant), dealt,
+                                       COMPILER_OPTIONS, {}, period or 1)
     else:
         if small:
             slots, capacity, slot_capacity = None, len(devices), 1

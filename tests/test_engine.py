@@ -718,6 +718,59 @@ def test_one_by_one_runs_on_shared_data_dealt_over_devices_give_the_same_dataset
         for count in (1, devices)]))
 
 
+RUN_BATCHED_SWEEP = """
+import sys
+from dlsweep import api, engine, spec, store
+engine.DEAL_MIN_FLOPS = engine.REFILL_MIN_FLOPS = engine.SMALL_WORK_FLOPS = 0.0   # batched, dealt, refilled
+if sys.argv[2] == "toy":
+    sweep = spec.resolve({"name": "b", "model": "toy", "steps": 2000, "dtype": "float32",
+        "task": {"sigma_star": [12.0, 6.0, 4.0, 3.0]},
+        "axes": {"depth": [1, 2, 3, 6], "sigma0": {"logspace": [-4, -0.5], "num": 100}, "lr": [1e-3, 4e-3]},
+        "record": {"points": 40}, "stop": {"rel_loss": 1e-4}})
+else:
+    sweep = spec.resolve({"name": "b", "model": "diagonal_net", "steps": 3000, "dtype": "float32",
+        "task": {"d": 50, "examples": 20, "sparsity": 5, "noise": 0.1},
+        "axes": {"depth": [2, 3], "sigma0": {"logspace": [-2, -0.5], "num": 20}, "shape": [0.0, 0.9],
+                 "lr": [2e-3], "seed": [0, 1, 2]},
+        "record": {"points": 20}, "stop": {"loss": 1e-6, "rel_loss": 0.0}})
+program, flat, task = api.compile_inputs(sweep)
+assert not program.sequential and program.deals and program.refill_from < sweep.steps
+api.run(sweep, out=sys.argv[1], progress_bar=False)
+size = store.read_manifest(sys.argv[1])["chunk_size"]
+compiled = api.compile_sweep(sweep, program, task, size, api.chunk_group(sweep, program))
+share = compiled.batch // len(getattr(compiled.executable, "devices", [None]))
+print("dealt over", len(getattr(compiled.executable, "devices", [None])), "by", getattr(compiled.executable, "unit", 1),
+      "refilled", engine.slot_count(share, len(engine.seed_slots(program.model, sweep.axes) or ()) or None, devices=1) < share)
+"""
+
+
+@pytest.mark.parametrize(("model", "unit"), [("toy", 1), ("diagonal_net", 3)], ids=["rows", "seed-cycles"])
+def test_batched_runs_dealt_over_devices_give_the_same_dataset_as_one(tmp_path, model, unit):
+    """A batched sweep of enough work (`Program.deals`) deals each chunk over every CPU device
+    (`engine.DealtExecutable`): the toy's vector rows, or a diagonal network's whole cycles of
+    three seeds (its per-seed layout, the data drawn once per seed), each device computing its
+    share as a batch of its own, refilled as its runs stop. Each trajectory is computed as in
+    any other chunking, so 1 and 3 (simulated CPU) devices give the same tables bit for bit."""
+    assert_same_tables(*tables_of_runs(tmp_path, RUN_BATCHED_SWEEP, [model], [
+        (f"devices-{count}", {"XLA_FLAGS": f"--xla_force_host_platform_device_count={count}"},
+         f"dealt over {count} by {unit if count > 1 else 1} refilled True") for count in (1, 3)]))
+
+
+def test_a_batched_sweep_deals_its_chunks_from_deal_min_flops_of_work(monkeypatch):
+    """`Program.deals` (set with the layout): a batched CPU sweep whose runs to the step limit
+    hold `engine.DEAL_MIN_FLOPS` of work deals its chunks over the CPU devices; 0.1% less does not,
+    nor does a sweep that runs one by one (`engine.deal_count` deals those)."""
+    sweep = toy_sweep(steps=1000)
+    program, flat, task = api.compile_inputs(sweep)
+    least = int(np.ceil(engine.DEAL_MIN_FLOPS / (program.record_steps[-1] * program.step_flops)))
+    laid = [engine.with_layout(program, list(sweep.axes), task, n) for n in (int(least * 0.999), least)]
+    assert [p.deals for p in laid] == [False, jax.default_backend() == "cpu"]
+    assert not any(p.sequential for p in laid)
+    monkeypatch.setattr(engine, "SEQUENTIAL_MIN_FLOPS", 0.0)
+    one_by_one = engine.with_layout(program, list(sweep.axes), task, least)
+    assert one_by_one.sequential == (jax.default_backend() == "cpu") and not one_by_one.deals
+
+
 RUN_THREADED_SWEEP = """
 import sys
 from dlsweep import api, engine, spec
