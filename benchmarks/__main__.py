@@ -95,7 +95,10 @@ def cross_check(name: str, measured, dl_runs) -> str:
 
 
 def main(argv=None) -> int:
+    from dlsweep import engine
+
     args = parse_args(argv)
+    engine.use_cpu_cores()      # as the `dlsweep` command, before JAX starts: every section sees the same devices
     if "toy" in args.only:
         run_toy(args)
     if "matrix-sensing" in args.only:

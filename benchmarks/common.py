@@ -134,6 +134,15 @@ def on_device(title: str) -> str:
     return title if device is None else f"{title}, on one {device}"
 
 
+def on_cores(title: str) -> str:
+    """`on_device`, and on CPU with the count of its devices past one (`engine.use_cpu_cores`: one
+    per core the process may use), so a one-core table and a whole-machine one stand side by side."""
+    import jax
+
+    cores = len(jax.devices("cpu"))
+    return on_device(title if accelerator() or cores == 1 else f"{title}, on {cores} CPU cores")
+
+
 def machine_info(module: str = "benchmarks") -> dict[str, str]:
     import jax
     import jaxlib

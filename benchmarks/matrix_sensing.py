@@ -1,8 +1,13 @@
 """Deep matrix sensing: dlsweep against a per-run jitted JAX loop and a per-run NumPy float64 loop,
-at d = 5 and d = 10, in one run on one core.
+at d = 5 and d = 10, in one run on the cores this process may use.
 
     taskset -c 1 python -m benchmarks.matrix_sensing [--write]    # 10,002 trajectories x 2,000 steps per d
     taskset -c 1 python -m benchmarks.matrix_sensing --quick      # 1,536 x 300, a few minutes
+    python -m benchmarks.matrix_sensing --write                    # every core: a section of its own
+
+The process has one JAX CPU device per core it may use, as the `dlsweep` command does
+(`engine.use_cpu_cores`): a sweep of enough work deals each chunk over them (`Program.deals`),
+while the per-run loops run on the first device, XLA threading only their large operations.
 
 Per d, one sweep (the shape of sweeps/matrix-sensing.toml): depths 1..6 in one program x sigma0
 log-spaced 1e-4..1e-1, lr 1e-3, W* = diag(12, 6, 4, 3, 0, ...), Gaussian init, population loss
@@ -22,7 +27,6 @@ log-spaced 1e-4..1e-1, lr 1e-3, W* = diag(12, 6, 4, 3, 0, ...), Gaussian init, p
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -31,10 +35,11 @@ import numpy as np
 
 from benchmarks import report
 from benchmarks.baselines import Measured
-from benchmarks.common import DEPTHS, LEVELS, LR, SIGMA_STAR, Problem, Timing, compare_hits, machine_info, timed
+from benchmarks.common import DEPTHS, LEVELS, LR, SIGMA_STAR, Problem, Timing, compare_hits, machine_info, on_cores, timed
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 MODULE = "benchmarks.matrix_sensing"
+TITLE = "# dlsweep benchmark: deep matrix sensing"
 SIZES = (5, 10)
 SIGMA0_LOG10 = (-4.0, -1.0)
 RECORD_POINTS = 120
@@ -394,7 +399,7 @@ def render(args, info, problem, results) -> str:
 - Components, one vmapped step over {result['size']:,} trajectories at depth 3 (traj-steps/s, CPU time):
   {'; '.join(f"{name} {rate:.3g}" for name, rate in parts.items())}.
 """)
-    return f"""# dlsweep benchmark: deep matrix sensing
+    return f"""{on_cores(TITLE)}
 
 Per d, one sweep of {problem.n:,} trajectories ({len(DEPTHS)} depths {DEPTHS[0]}..{DEPTHS[-1]} in one program x
 {problem.n_sigma0:,} sigma0 log-spaced 1e{problem.sigma0_log10[0]:g}..1e{problem.sigma0_log10[1]:g}) x {problem.steps:,} GD steps:
@@ -436,11 +441,11 @@ per-run rows are timed on a sample spread over the grid and extrapolated.
 
 
 def main(argv=None) -> int:
+    from dlsweep import engine
+
     args = parse_args(argv)
+    engine.use_cpu_cores()      # as the `dlsweep` command: one CPU device per core of this process's affinity
     info = machine_info(MODULE)
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if affinity != 1:
-        log(f"warning: this process may use {affinity} cores; for comparable numbers run `taskset -c 1 python -m {MODULE} ...`")
     problem = Problem(n_sigma0=-(-args.trajectories // len(DEPTHS)), steps=args.steps, sigma0_log10=SIGMA0_LOG10)
     log(f"{problem.n} trajectories x {problem.steps} steps per d, d in {args.sizes}")
     results = [measure(d, problem, args) for d in args.sizes]

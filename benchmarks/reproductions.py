@@ -57,7 +57,7 @@ import pandas as pd
 from jax.experimental.compilation_cache import compilation_cache
 
 from benchmarks import report
-from benchmarks.common import accelerator, machine_info, on_device
+from benchmarks.common import accelerator, machine_info, on_cores
 from benchmarks.per_run import PerRun
 from dlsweep import api, engine, reproduce, spec, store
 
@@ -314,7 +314,7 @@ def render(results: list[Result], info: dict[str, str], per_group: int, matmul_r
                     for r in results for name, goal in ACCELERATOR_GOALS.items()
                     if accelerator() and r.name == name and r.dlsweep_seconds is not None]
     return "\n".join([
-        title(), "",
+        on_cores(TITLE), "",
         "Each bundled reproduction at full size: dlsweep end to end (`reproduce.run`: sweeps, thresholds, figures) "
         "against the per-run jitted JAX loop of `benchmarks/per_run.py` (one `jax.jit` of a whole trajectory, "
         "compile included, called once per run, each run stopped by the sweep's rule). Per-run times are measured "
@@ -374,13 +374,6 @@ def warm_figures() -> None:
         axes.loglog([1e-3, 1e-1], [1, 10])
         axes.set_xlabel(r"$\sigma_0$")
         figure.savefig(Path(folder) / "warm.png")
-
-
-def title() -> str:
-    """The section's heading: the accelerator where one runs the benchmark, else the CPU cores
-    (one section per count, so a one-core table and a whole-machine one stand side by side)."""
-    cores = len(jax.devices("cpu"))
-    return on_device(TITLE if accelerator() or cores == 1 else f"{TITLE}, on {cores} CPU cores")
 
 
 def main(argv=None) -> int:

@@ -172,12 +172,18 @@ REFILL_MIN_FLOPS = 1e11
 at least this many floating-point operations (seconds of compute): compiling it costs about as
 much again as the rest of the chunk program (1-4 s on CPU), more than a small sweep's stragglers."""
 
-DEAL_MIN_FLOPS = 2e11
+DEAL_MIN_FLOPS = 1e11
 """On CPU, a batched sweep of at least this much work (all runs to the step limit) deals each
 chunk over every CPU device (`Program.deals`, `DealtExecutable`): each device compiles the
 program for its share, and those compiles share the cores as the shares do (azulay-phase on both
-cores of a 2-core Xeon: compile 2.6 -> 4.7 s), so a sweep must hold several seconds of a core's
-work to win the compile back (azulay-phase's 9e12 flops: chunks 39.7 -> 23.2 s)."""
+cores of a 2-core Xeon: compile 2.6 -> 4.7 s), so a sweep must hold seconds of a core's work to
+win the compile back (azulay-phase's 9e12 flops: chunks 39.7 -> 23.2 s)."""
+
+
+def chunk_devices(program: Program) -> int | None:
+    """The devices a chunk of `program` is laid out for where it deals (`Program.deals`): every
+    local device; None (`lockstep_devices`) otherwise."""
+    return len(jax.local_devices()) if program.deals else None
 
 
 @dataclasses.dataclass(frozen=True)

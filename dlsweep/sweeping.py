@@ -90,7 +90,8 @@ def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str]
                        small: int | None = None) -> int:
     """Chunk size for `n_runs` trajectories from XLA's memory analysis of the chunk program, within
     the memory budget and the backend's useful maximum for its state (`engine.max_chunk`: on CPU,
-    the states of a chunk stay in cache) or, one by one, for its work (`engine.max_sequential_chunk`:
+    the states of a chunk stay in cache, each device's share in its core's where the chunk is
+    dealt, `engine.chunk_devices`) or, one by one, for its work (`engine.max_sequential_chunk`:
     minutes of a core), whole smallest batches of the program
     (`cycle` seeds of a per-seed layout), then the batch compiled for it (`engine.compiled_batch`),
     so only the last chunk of a group has fillers. A grid no larger than the analysis's probe
@@ -100,17 +101,19 @@ def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str]
     if small:
         return small
     period = cycle if cycle > 1 else None
-    multiple = engine.compiled_batch(1, period)
+    devices = engine.chunk_devices(program)
+    multiple = engine.compiled_batch(1, period, devices)
     budget = engine.memory_budget()
-    cap = min(engine.max_chunk(engine.lockstep_state_bytes(program, hp_names, task)), engine.max_sequential_chunk(program))
+    cap = min(engine.max_chunk(engine.lockstep_state_bytes(program, hp_names, task)) * (devices or 1),
+              engine.max_sequential_chunk(program))
     fixed, per_trajectory = engine.rough_bytes(program, hp_names, task, cycle)
-    largest = engine.compiled_batch(min(n_runs, cap), period)
+    largest = engine.compiled_batch(min(n_runs, cap), period, devices)
     if n_runs <= engine.PROBE_BATCH or fixed + largest * per_trajectory <= budget // engine.ROUGH_SHARE:
         size = grid.chunk_size_for(n_runs, 1, cap=cap, multiple=multiple)
     else:
         size = grid.chunk_size_for(n_runs, engine.bytes_per_trajectory(program, hp_names, task),
                                    budget=budget, cap=cap, multiple=multiple)
-    return engine.compiled_batch(size, period)
+    return engine.compiled_batch(size, period, devices)
 
 
 def seed_cycle(sweep: Sweep, program: engine.Program) -> int:

@@ -771,6 +771,29 @@ def test_a_batched_sweep_deals_its_chunks_from_deal_min_flops_of_work(monkeypatc
     assert one_by_one.sequential == (jax.default_backend() == "cpu") and not one_by_one.deals
 
 
+def test_a_dealt_chunk_holds_a_cache_sized_share_for_every_device():
+    """On CPU a lockstep chunk keeps its states within `engine.CPU_CHUNK_STATE_BYTES` (a core's
+    L2 cache); a chunk dealt over the devices (`Program.deals`) keeps each device's share so,
+    so it holds that many runs for every device: matrix sensing at d = 5 (666 bytes a trajectory),
+    chunks of 256 on one device and of 512 dealt over two."""
+    script = """
+import dataclasses
+from dlsweep import api, engine, spec, sweeping
+engine.use_cpu_cores()
+sweep = spec.resolve({"name": "m", "model": "matrix_sensing", "steps": 2000, "dtype": "float32",
+    "task": {"sigma_star": [12.0, 6.0, 4.0, 3.0], "d": 5, "measurements": 0, "init": "gaussian"},
+    "axes": {"depth": [1, 2, 3, 4, 5, 6], "sigma0": {"logspace": [-4, -1], "num": 1667}, "lr": [1e-3]},
+    "stop": {"rel_loss": 0.0}})
+program, flat, task = api.compile_inputs(sweep)
+print(*[sweeping.default_chunk_size(dataclasses.replace(program, deals=deals), flat.size, list(sweep.axes), task)
+        for deals in (False, True)])
+"""
+    done = subprocess.run([sys.executable, "-c", script], env=os.environ | {engine.CPU_DEVICES_ENV: "2"},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["256", "512"]
+
+
 RUN_THREADED_SWEEP = """
 import sys
 from dlsweep import api, engine, spec
