@@ -27,8 +27,9 @@ per-run jit  per sweep, `per_run.PerRun`: one compile (timed; from a compilation
              costs (`benchmarks.startup` times those).
 cores        the process asks JAX for one CPU device per core it may use, as the `dlsweep` command
              does (`engine.use_cpu_cores`): `taskset -c 1` measures one core, a wider affinity the
-             whole machine, each in a section of its own. dlsweep deals a one-by-one sweep's runs
-             over the devices; the per-run loop runs on the first (XLA may thread its operations).
+             whole machine, each in a section of its own. dlsweep deals a one-by-one sweep's runs,
+             and a batched sweep's chunks past `engine.DEAL_MIN_FLOPS` of work, over the devices;
+             the per-run loop runs on the first (XLA may thread its operations).
              On an accelerator the per-run loop's steps are bound by kernel launches and loop
              tests (one H200: 15 us a toy step, 25-30 us a gissin-fig6 step), so a sample of 8
              runs per leading value of a sweep of long runs takes minutes (gissin-depth-separation:
@@ -322,7 +323,8 @@ def render(results: list[Result], info: dict[str, str], per_group: int, matmul_r
         "of the leading axis by the trajectory-steps the runs need. Before the first row the process has "
         "initialized JAX (a matrix product compiled) and matplotlib (one small figure saved), so no row pays the "
         "process's one-time costs. The process has one JAX CPU device per core it may use, as the `dlsweep` "
-        "command does (`engine.use_cpu_cores`): dlsweep deals the runs of a one-by-one sweep over them; the per-run "
+        "command does (`engine.use_cpu_cores`): dlsweep deals the runs of a one-by-one sweep, and the chunks of a "
+        "batched sweep of enough work (`Program.deals`), over them; the per-run "
         "loop runs on the first, and XLA may use the other cores inside its operations. "
         "See `benchmarks/reproductions.py`.", "",
         "## Machine", "", report.info_block(info), "",

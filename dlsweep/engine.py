@@ -177,7 +177,9 @@ DEAL_MIN_FLOPS = 1e11
 chunk over every CPU device (`Program.deals`, `DealtExecutable`): each device compiles the
 program for its share, and those compiles share the cores as the shares do (azulay-phase on both
 cores of a 2-core Xeon: compile 2.6 -> 4.7 s), so a sweep must hold seconds of a core's work to
-win the compile back (azulay-phase's 9e12 flops: chunks 39.7 -> 23.2 s)."""
+win the compile back (azulay-phase's 9e12 flops: chunks 39.7 -> 23.2 s; the matrix sensing
+benchmark at d = 10, 1.5e11 flops of gradients, more than half its time in the singular values
+the count leaves out: 67.9 -> 34.7 s)."""
 
 
 def chunk_devices(program: Program) -> int | None:
