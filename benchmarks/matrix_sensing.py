@@ -321,6 +321,8 @@ def _cpu_seconds(fn, args) -> float:
 
 def measure(d: int, problem: Problem, args) -> dict:
     """Every row at size d."""
+    from dlsweep import api, engine
+
     traj_steps = problem.n * problem.steps
     log(f"d = {d}: dlsweep with hitting levels ...")
     compile_hits, run_hits, dl_hits, size, n_chunks, complete_hits = run_dlsweep(d, problem, LEVELS, args.chunk_size)
@@ -341,9 +343,14 @@ def measure(d: int, problem: Problem, args) -> dict:
     log(f"    {numpy_run.timing.wall:.1f} s")
     log(f"d = {d}: components (vmapped step, batch {size}) ...")
     parts = components(d, problem, size, args.component_steps)
-    return {"d": d, "size": size, "n_chunks": n_chunks, "compile_hits": compile_hits, "run_hits": run_hits,
+    dealt = engine.chunk_devices(api.compile_inputs(sweep_of(d, problem))[0]) or 1
+    return {"d": d, "size": size, "n_chunks": n_chunks, "dealt": dealt, "compile_hits": compile_hits, "run_hits": run_hits,
             "compile_plain": compile_plain, "run_plain": run_plain, "dl_hits": dl_hits, "jax_hits": jax_hits,
             "jax_plain": jax_plain, "numpy": numpy_run, "components": parts}
+
+
+def dealt_over(devices: int) -> str:
+    return "" if devices == 1 else f"; each dealt over {devices} CPU devices, `Program.deals`"
 
 
 def rows_of(result: dict, problem: Problem) -> list[report.Row]:
@@ -392,7 +399,7 @@ def render(args, info, problem, results) -> str:
 
 {report.table(rows, rows[0], None, problem.n * problem.steps)}
 
-- dlsweep: {result['n_chunks']} chunks of {result['size']:,} (one depth each, compiled in); compile times include
+- dlsweep: {result['n_chunks']} chunks of {result['size']:,} (one depth each, compiled in{dealt_over(result['dealt'])}); compile times include
   every depth's branch and the hit replays.
 - {checks[0]}.
 - {checks[1]}.
