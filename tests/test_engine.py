@@ -844,9 +844,10 @@ def test_the_command_asks_jax_for_a_cpu_device_per_core(env, expected):
 
 
 def test_on_several_cpu_devices_a_batch_stays_on_the_first_and_work_is_dealt():
-    """With the devices the command makes (here 2), a batched program keeps one CPU device
-    (`engine.lockstep_devices`: 64-row blocks, as on one), and a one-by-one chunk is dealt over
-    both once its work reaches `SMALL_WORK_FLOPS` (`engine.deal_count`)."""
+    """With the devices the command makes (here 2), a batched program is never partitioned over
+    them (`engine.lockstep_devices`: the first alone, 64-row blocks, as on one; one of enough work
+    is dealt instead, `Program.deals`), and a one-by-one chunk is dealt over both once its work
+    reaches `SMALL_WORK_FLOPS` (`engine.deal_count`)."""
     script = """
 import dataclasses
 from dlsweep import api, engine, spec
