@@ -1486,20 +1486,13 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
             SEQUENTIAL_SPEED_OPTIONS | (QUICK_COMPILE_OPTIONS if program.quick_compile else {}))
         executable = _dealt_executable(fn, _abstract_args(program, batch // len(devices), hp_names, task, constant),
                                        devices, SEQUENTIAL_COMPILER_OPTIONS, speed)
-    elif len(dealt) > 1:
-        share = batch // len(dealt)
-        slots = slot_count(share, period, devices=1)
-        fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant), period=period,
-                               capacity=replay_capacity(share, LANES), slots=slots,
-                               slot_capacity=replay_capacity(slots, LANES))
-        executable = _dealt_executable(fn, _abstract_args(program, share, hp_names, task, constant), dealt,
-                                       COMPILER_OPTIONS, {}, period or 1)
     else:
+        share = batch // (len(dealt) or 1)                         # one device's rows (all of them unless dealt)
         if small:
             slots, capacity, slot_capacity = None, len(devices), 1
         else:
-            slots = slot_count(batch, period)
-            capacity = replay_capacity(batch, len(devices) * LANES)
+            slots = slot_count(share, period, devices=len(devices))
+            capacity = replay_capacity(share, len(devices) * LANES)
             slot_capacity = replay_capacity(slots, len(devices) * LANES)
         fn = functools.partial(run_chunk, program, specialized=specialized_axes(constant), period=period,
                                capacity=capacity, slots=slots, slot_capacity=slot_capacity)
@@ -1509,10 +1502,10 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
             whole = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
             shardings = (whole, rows, rows, {name: whole if name in constant else rows for name in hp_names},
                          jax.tree.map(lambda _: whole, task))
-            jitted = jax.jit(fn, in_shardings=shardings)
+            lowered = jax.jit(fn, in_shardings=shardings).lower(*_abstract_args(program, batch, hp_names, task, constant))
+            executable = lowered.compile(compiler_options=COMPILER_OPTIONS)
         else:
-            jitted = jax.jit(fn)
-        lowered = jitted.lower(*_abstract_args(program, batch, hp_names, task, constant))
-        executable = lowered.compile(compiler_options=COMPILER_OPTIONS)
+            executable = _dealt_executable(fn, _abstract_args(program, share, hp_names, task, constant),
+                                           dealt or devices, COMPILER_OPTIONS, {}, period or 1)
     return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant, seeds,
                          small)
