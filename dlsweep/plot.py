@@ -6,6 +6,7 @@ diverged trajectories are drawn grey and hatched, never in a colour of the data 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import math
@@ -798,23 +799,53 @@ def save(figure: Figure, paths, keep_open: bool = False, rendered: dict[str, byt
     drawings from one call to the next. A path that cannot be written is a PlotError naming it."""
     rendered = {} if rendered is None else rendered
     try:
-        for path in map(Path, paths):
-            suffix = path.suffix.lower()
-            if not suffix:
-                suffix = "." + matplotlib.rcParams["savefig.format"]
-                path = path.with_name(path.name + suffix)
-            if suffix not in rendered:
-                buffer = io.BytesIO()
-                figure.savefig(buffer, format=suffix.lstrip("."), metadata=UNDATED.get(suffix))
-                rendered[suffix] = buffer.getvalue()
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(rendered[suffix])
-            except OSError as err:
-                raise PlotError(f"{path}: cannot write the figure ({os.strerror(err.errno) if err.errno else err})") from None
+        with _laid_out_once(figure):
+            _write_formats(figure, paths, rendered)
     finally:
         if not keep_open:
             close(figure)
+
+
+def _write_formats(figure: Figure, paths, rendered: dict[str, bytes]) -> None:
+    """`save`'s writing: each format drawn once, its bytes written to every path of its suffix."""
+    for path in map(Path, paths):
+        suffix = path.suffix.lower()
+        if not suffix:
+            suffix = "." + matplotlib.rcParams["savefig.format"]
+            path = path.with_name(path.name + suffix)
+        if suffix not in rendered:
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format=suffix.lstrip("."), metadata=UNDATED.get(suffix))
+            rendered[suffix] = buffer.getvalue()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(rendered[suffix])
+        except OSError as err:
+            raise PlotError(f"{path}: cannot write the figure ({os.strerror(err.errno) if err.errno else err})") from None
+
+
+@contextlib.contextmanager
+def _laid_out_once(figure: Figure):
+    """The figure laid out by its layout engine once, at the saving dpi, and saved without the
+    engine, which is put back afterwards: matplotlib's `savefig` would otherwise draw the whole
+    figure once without rendering to lay it out, then again to render it (every artist twice),
+    for each format. The same pixels."""
+    engine = figure.get_layout_engine()
+    if engine is None or not figure.axes:
+        yield
+        return
+    own_dpi, saving_dpi = figure.dpi, matplotlib.rcParams["savefig.dpi"]
+    figure.set_dpi(own_dpi if saving_dpi == "figure" else saving_dpi)
+    try:
+        engine.execute(figure)
+    finally:
+        figure.set_dpi(own_dpi)
+    with matplotlib.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+        figure.set_layout_engine(None)      # no engine: "none" leaves a placeholder, which savefig lays out
+    try:
+        yield
+    finally:
+        figure.set_layout_engine(engine)
 
 
 def close(figure: Figure) -> None:

@@ -442,6 +442,35 @@ def test_each_format_is_drawn_once(tiny_run, tmp_path, monkeypatch):
     assert (tmp_path / "figure.png").read_bytes()[:8] == PNG          # no suffix: the default format's, as matplotlib
 
 
+def test_a_saved_figure_is_laid_out_once_with_matplotlibs_own_pixels(tmp_path, monkeypatch):
+    """`plot.save` runs a figure's constrained layout once and draws it once per format, where
+    matplotlib's `savefig` draws it twice (once without rendering, to lay it out). Expected: the
+    PNG's pixels equal those of matplotlib's own `savefig` of the same figure built anew (the
+    trajectories figure: 2 x 3 panels sharing log time axes, a legend and a heading, in the
+    package's style), exactly; one draw against matplotlib's two; and a figure kept open has its
+    layout engine back after saving, so a later change is laid out again."""
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    monkeypatch.undo()          # plot.save itself, without the suite's check of the canvas (a draw of its own)
+    traj, runs = traj_frames()
+    make = lambda: plot.trajectories(traj, runs, SIGMA_STAR, title="two rows of panels")  # noqa: E731
+    draws = []
+    draw = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda figure, renderer: draws.append(1) or draw(figure, renderer))
+    figure = make()
+    engine, made = figure.get_layout_engine(), len(draws)
+    plot.save(figure, [tmp_path / "ours.png"], keep_open=True)
+    assert len(draws) - made == 1 and figure.get_layout_engine() is engine
+    with matplotlib.rc_context(fname=plot.STYLE):
+        theirs = make()
+        made = len(draws)
+        theirs.savefig(tmp_path / "theirs.png")
+    assert len(draws) - made == 2
+    np.testing.assert_array_equal(np.asarray(Image.open(tmp_path / "ours.png")),
+                                  np.asarray(Image.open(tmp_path / "theirs.png")))
+
+
 @pytest.fixture
 def captured(monkeypatch):
     """The figures plot_run draws, kept open (plot_run closes them after saving)."""
