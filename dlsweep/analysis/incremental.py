@@ -100,34 +100,50 @@ def _interpolate(lo: float, hi: float, margin_lo: float, margin_hi: float) -> fl
     return min(max(value, lo), math.nextafter(hi, 0.0))
 
 
+def _groups(table: pd.DataFrame, keys: list[str], sort: bool):
+    """(key, sigma0, status, margin) of each group of `table` by `keys` (in groupby's order), its
+    rows ordered by sigma0 (stable) as NumPy arrays: the per-group work of `grid_thresholds` and
+    `judge` on arrays rather than DataFrame filters."""
+    sigma0 = table["sigma0"].to_numpy(float)
+    status = table["status"].to_numpy(object)
+    margin = table["margin"].to_numpy(float) if "margin" in table else np.full(len(table), math.nan)
+    for key, rows in table.groupby(keys, sort=sort, dropna=False).indices.items():
+        rows = rows[np.argsort(sigma0[rows], kind="stable")]
+        yield key if isinstance(key, tuple) else (key,), sigma0[rows], status[rows], margin[rows]
+
+
+def _decided(status: np.ndarray) -> np.ndarray:
+    return (status == INCREMENTAL) | (status == NOT_INCREMENTAL)
+
+
 def grid_thresholds(table: pd.DataFrame, cell_columns: list[str]) -> pd.DataFrame:
     """Per cell and pair, from the sigma0 axis: the largest incremental sigma0 `bracket_lo`, the
     next decided (non-incremental) sigma0 `bracket_hi`, `sigma0_th` interpolated between them,
     the counts of each status, `status` (ok | below grid | above grid | undecided), and `monotone`
     and `reason` (`judge`)."""
+    keys = [*cell_columns, "i", "j"]
     rows = []
-    for key, group in table.groupby([*cell_columns, "i", "j"], sort=True, dropna=False):
-        group = group.sort_values("sigma0")
-        decided = group[group.status.isin([INCREMENTAL, NOT_INCREMENTAL])]
-        flags = (decided.status == INCREMENTAL).to_numpy()
-        row = dict(zip([*cell_columns, "i", "j"], key if isinstance(key, tuple) else (key,)))
+    for key, sigma0, status, margin in _groups(table, keys, sort=True):
+        decided = _decided(status)
+        flags = status[decided] == INCREMENTAL
+        decided_sigma0, decided_margin = sigma0[decided], margin[decided]
+        row = dict(zip(keys, key))
         row.update(
             n_incremental=int(flags.sum()), n_not_incremental=int((~flags).sum()),
-            n_undecided=int((group.status == UNDECIDED).sum()), n_diverged=int((group.status == DIVERGED).sum()),
+            n_undecided=int((status == UNDECIDED).sum()), n_diverged=int((status == DIVERGED).sum()),
             sigma0_th=math.nan, bracket_lo=math.nan, bracket_hi=math.nan)
         if not len(flags):
             row["status"] = "undecided"
         elif not flags.any():
-            row.update(status="below grid", bracket_lo=0.0, bracket_hi=float(decided.sigma0.iloc[0]))
+            row.update(status="below grid", bracket_lo=0.0, bracket_hi=float(decided_sigma0[0]))
         else:
             last = int(np.nonzero(flags)[0][-1])
-            lo = decided.iloc[last]
             if last == len(flags) - 1:
-                row.update(status="above grid", bracket_lo=float(lo.sigma0), bracket_hi=math.inf)
+                row.update(status="above grid", bracket_lo=float(decided_sigma0[last]), bracket_hi=math.inf)
             else:
-                hi = decided.iloc[last + 1]
-                row.update(status="ok", bracket_lo=float(lo.sigma0), bracket_hi=float(hi.sigma0),
-                           sigma0_th=_interpolate(lo.sigma0, hi.sigma0, lo.margin, hi.margin))
+                lo, hi = decided_sigma0[last], decided_sigma0[last + 1]
+                row.update(status="ok", bracket_lo=float(lo), bracket_hi=float(hi),
+                           sigma0_th=_interpolate(lo, hi, decided_margin[last], decided_margin[last + 1]))
         rows.append(row)
     return judge(pd.DataFrame(rows), table, cell_columns)
 
@@ -156,26 +172,27 @@ def judge(thresholds: pd.DataFrame, points: pd.DataFrame, cell_columns: list[str
     its smallest decided one, where the threshold is), or, for a row with one, that an undecided
     or diverged sigma0 above bracket_lo could hide a larger incremental one."""
     keys = [*cell_columns, "i", "j"]
-    cells = {key: group for key, group in points.groupby(keys, sort=False, dropna=False)}
+    cells = {key: group for key, *group in _groups(points, keys, sort=False)}
     monotone, interleaved, reasons = [], [], []
     for row in thresholds.itertuples(index=False):
-        group = cells[tuple(getattr(row, k) for k in keys)].sort_values("sigma0", kind="stable")
-        decided = group[group.status.isin([INCREMENTAL, NOT_INCREMENTAL])]
-        flags = (decided.status == INCREMENTAL).to_numpy()
+        sigma0, status, _ = cells[tuple(getattr(row, k) for k in keys)]
+        decided = _decided(status)
+        flags = status[decided] == INCREMENTAL
         monotone.append(bool(np.all(flags[:-1] >= flags[1:])))
-        sigma0 = decided.sigma0.to_numpy(float)
-        interleaved.append(0.0 if monotone[-1] else float(np.log10(sigma0[flags].max() / sigma0[~flags].min())))
-        unknown = group[group.status.isin([UNDECIDED, DIVERGED])]
+        decided_sigma0 = sigma0[decided]
+        interleaved.append(0.0 if monotone[-1] else float(np.log10(decided_sigma0[flags].max()
+                                                                     / decided_sigma0[~flags].min())))
+        unknown = sigma0[(status == UNDECIDED) | (status == DIVERGED)]
         if row.status == "undecided":
             reasons.append(ALL_DIVERGED if row.n_undecided == 0 else
                            NEVER_REACHED if row.n_diverged == 0 else DIVERGED_OR_NEVER_REACHED)
         elif row.status == "below grid":
-            reasons.append(NONE_INCREMENTAL_UNDECIDED_BELOW if (unknown.sigma0 < row.bracket_hi).any()
+            reasons.append(NONE_INCREMENTAL_UNDECIDED_BELOW if (unknown < row.bracket_hi).any()
                            else NONE_INCREMENTAL)
         elif row.status in ("above grid", STALLED):
             reasons.append(ALL_INCREMENTAL if row.status == "above grid" else STALLED_REASON)
         else:
-            reasons.append(MAY_BE_HIGHER if (unknown.sigma0 > row.bracket_lo).any() else "")
+            reasons.append(MAY_BE_HIGHER if (unknown > row.bracket_lo).any() else "")
     return thresholds.assign(monotone=monotone, interleaved_decades=interleaved, reason=reasons)
 
 
