@@ -398,6 +398,30 @@ def test_refilled_slots_compute_what_lockstep_computes():
     assert summary["executed"] < summary_lockstep["executed"]
 
 
+def test_the_refill_queue_starts_the_runs_predicted_longest_first():
+    """The refill phase's queue (`engine._longest_first`), per seed slot (2 columns: row b in
+    column b % 2): the live rows first, deepest first, then smallest sigma0, then smallest lr, then
+    in row order; the frozen rows after them in row order. Expected: Python's sort of the same rows
+    by that key (24 rows of random depths 2-4, 3 sigma0 and 2 lr values, so every key decides
+    somewhere and ties are left to row order), and an axis that is one value for the whole chunk
+    (a scalar lr) orders nothing."""
+    rng = np.random.default_rng(5)
+    size, columns = 24, 2
+    hps = {"depth": rng.integers(2, 5, size).astype(np.int32), "sigma0": rng.choice([1e-3, 1e-2, 0.1], size),
+           "lr": rng.choice([0.01, 0.1], size), "seed": np.arange(size, dtype=np.int32) % columns}
+    frozen = rng.random(size) < 0.25
+    order = np.asarray(engine._longest_first(jnp.asarray(frozen.reshape(-1, columns)), hps, size))
+    for column in range(columns):
+        rows = list(range(column, size, columns))
+        expected = sorted(rows, key=lambda b: (frozen[b], -hps["depth"][b], hps["sigma0"][b], hps["lr"][b], b))
+        assert [int(k) * columns + column for k in order[:, column]] == expected
+    scalar = engine._longest_first(jnp.asarray(frozen.reshape(-1, columns)), {**hps, "lr": np.float32(0.1)}, size)
+    for column in range(columns):
+        rows = list(range(column, size, columns))
+        expected = sorted(rows, key=lambda b: (frozen[b], -hps["depth"][b], hps["sigma0"][b], b))
+        assert [int(k) * columns + column for k in np.asarray(scalar)[:, column]] == expected
+
+
 def assert_same_chunk_results(result, other):
     """Two chunk programs' (summary, records) equal bit for bit, but for the trajectory-steps
     each computed (`executed`)."""
