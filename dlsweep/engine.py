@@ -819,13 +819,13 @@ def _refill_phase(program: Program, queue: TrajectoryState, hps, hp_axes, task, 
 LONGER_FIRST = (("depth", -1), ("sigma0", 1), ("lr", 1))
 """The refill queue's order (`_longest_first`): by these axes, each descending (-1) or ascending
 (1), the first deciding. Incremental learning from a small init takes longer the deeper the
-network, the smaller sigma0 and the smaller the step (Gissin et al.: about sigma0^(2/N - 2) / lr
-steps at depth N > 2), so the queue starts the runs likely to take longest first, and the last
-ones to start are short: no slot then steps long after the others have stopped (longest
-processing time first). The order moves no result (a slot computes its run as lockstep would),
-only what the chunk computes: azulay-phase, 720 runs in one chunk, 16 slots per seed, executed /
-needed trajectory-steps 1.096 in the grid's order (depth first, sigma0 ascending), whose depth-4
-runs of 300,000 steps started last."""
+network, the smaller sigma0 and the smaller the step (Gissin et al., App. A, t_alpha: about
+sigma0^(2/N - 1) / ((1 - 2/N) lr) steps at depth N > 2, ln(1 / sigma0) / lr at N = 2), so the
+queue starts the runs likely to take longest first and the last ones to start are short: no
+slot then steps long after the others have stopped (longest processing time first). The order
+moves no result (a slot computes its run as lockstep would), only what the chunk computes:
+azulay-phase (720 runs in one chunk, 16 slots per seed) computed 1.096x the trajectory-steps its
+runs need in the grid's order, whose depth-4 runs of 300,000 steps started last; 1.005x in this."""
 
 
 def _longest_first(frozen, hps, size: int):
