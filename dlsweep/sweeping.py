@@ -87,7 +87,7 @@ def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
 
 
 def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict, cycle: int = 1,
-                       small: int | None = None) -> int:
+                       small: int | None = None, by_memory: bool = True) -> int:
     """Chunk size for `n_runs` trajectories from XLA's memory analysis of the chunk program, within
     the memory budget and the backend's useful maximum for its state (`engine.max_chunk`: on CPU,
     the states of a chunk stay in cache, each device's share in its core's where the chunk is
@@ -97,22 +97,22 @@ def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str]
     so only the last chunk of a group has fillers. A grid no larger than the analysis's probe
     batch, or one whose largest chunk stays far below the budget by a bound found without
     compiling (`engine.rough_bytes`), is cut by the maximum alone: the program is compiled once.
-    A small sweep (`engine.small_sweep_batch`) is one chunk of its `small` runs."""
+    A small sweep (`engine.small_sweep_batch`) is one chunk of its `small` runs. `by_memory=False`
+    cuts by the maximum alone whatever the memory (what a run says of its size before compiling)."""
     if small:
         return small
     period = cycle if cycle > 1 else None
     devices = engine.chunk_devices(program)
     multiple = engine.compiled_batch(1, period, devices)
-    budget = engine.memory_budget()
     cap = min(engine.max_chunk(engine.lockstep_state_bytes(program, hp_names, task)) * (devices or 1),
               engine.max_sequential_chunk(program))
-    fixed, per_trajectory = engine.rough_bytes(program, hp_names, task, cycle)
-    largest = engine.compiled_batch(min(n_runs, cap), period, devices)
-    if n_runs <= engine.PROBE_BATCH or fixed + largest * per_trajectory <= budget // engine.ROUGH_SHARE:
-        size = grid.chunk_size_for(n_runs, 1, cap=cap, multiple=multiple)
-    else:
-        size = grid.chunk_size_for(n_runs, engine.bytes_per_trajectory(program, hp_names, task),
-                                   budget=budget, cap=cap, multiple=multiple)
+    size = grid.chunk_size_for(n_runs, 1, cap=cap, multiple=multiple)
+    if by_memory and n_runs > engine.PROBE_BATCH:
+        budget = engine.memory_budget()
+        fixed, per_trajectory = engine.rough_bytes(program, hp_names, task, cycle)
+        if fixed + engine.compiled_batch(min(n_runs, cap), period, devices) * per_trajectory > budget // engine.ROUGH_SHARE:
+            size = grid.chunk_size_for(n_runs, engine.bytes_per_trajectory(program, hp_names, task),
+                                       budget=budget, cap=cap, multiple=multiple)
     return engine.compiled_batch(size, period, devices)
 
 
@@ -286,7 +286,8 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     group = chunk_group(sweep, program)
     with store.locked(folder, shard):              # a refused second writer says nothing but why
         if say is not None:
-            largest = chunk_size or engine.max_chunk(engine.lockstep_state_bytes(program, list(sweep.axes), task))
+            largest = chunk_size or default_chunk_size(program, group, list(sweep.axes), task, seed_cycle(sweep, program),
+                                                       small_batch(sweep, program), by_memory=False)
             n_chunks = len(grid.chunks(flat.size, largest, group))
             say(size_line(folder, sweep.axes, sweep.steps, _disk(sweep, program, task, n_chunks)))
         manifest = store.prepare(folder, sweep, overwrite)

@@ -52,6 +52,32 @@ def test_run_says_its_size_before_compiling_and_an_eta_after_the_first_chunk(tmp
     assert f"{SMALL_CHUNK} trajectories in " in first and f"{N_SMALL_CHUNKS - 1} chunk(s) left, about " in first
 
 
+def test_the_size_said_before_compiling_counts_the_chunks_the_run_cuts(tmp_path, monkeypatch):
+    """The size line, said before anything is compiled, estimates the disk (each chunk's Parquet
+    footers) with the chunk plan the run then cuts when its memory does not bind
+    (`default_chunk_size(by_memory=False)`): expected, the manifest's count, on a one-by-one toy
+    sweep of 130 runs (more than a small sweep's 64) whose chunks are capped by their work
+    (`SEQUENTIAL_CHUNK_FLOPS` set to 40 runs' worth, rounded to whole batches: 3 chunks), where
+    the states a lockstep chunk keeps in cache would allow one."""
+    from dlsweep import engine
+
+    raw = {"name": "capped", "model": "toy", "steps": 200, "task": {"sigma_star": [3.0, 1.0]},
+           "axes": {"depth": [2], "sigma0": {"logspace": [-3, -1], "num": 130}, "lr": [0.01]}}
+    sweep = spec.resolve(raw)
+    program = api.compile_inputs(sweep)[0]
+    assert program.sequential
+    monkeypatch.setattr(engine, "SEQUENTIAL_CHUNK_FLOPS", 40 * sweep.steps * program.step_flops)
+    counted = []
+    disk = sweeping._disk
+    monkeypatch.setattr(sweeping, "_disk", lambda *args: counted.append(args[-1]) or disk(*args))
+    said = []
+    api.run(sweep, out=tmp_path / "o", progress_bar=False, say=said.append)
+    manifest = store.read_manifest(tmp_path / "o")
+    assert said[0].startswith(f"{tmp_path / 'o'}: 130 trajectories") and manifest["n_chunks"] == 3
+    assert counted[0] == manifest["n_chunks"]          # the first: the size line's, before compiling
+    assert len(grid.chunks(130, engine.max_chunk(engine.lockstep_state_bytes(program, list(sweep.axes), {})))) == 1
+
+
 def test_disk_estimate_matches_a_run_folder(tmp_path, small_spec):
     """Every trajectory runs all 3000 steps (no levels, no loss small enough to stop), so the
     trajectories table has exactly the rows the estimate counts; the bytes per value are
