@@ -16,7 +16,7 @@ from dlsweep.analysis import incremental
 from dlsweep.models import linear_net
 from dlsweep.slices import check_at, first_slice, only
 from dlsweep.store import load, load_trajectories
-from dlsweep.sweeping import compile_inputs, folder_sweep, restores_x64
+from dlsweep.sweeping import draw_inputs, folder_sweep, restores_x64
 
 
 RATE_WINDOW = 0.1      # pc_rates fits ln distance while it is above this fraction of its largest value
@@ -43,7 +43,7 @@ def pc_rates(folder: str | Path, at: dict[str, float] | None = None) -> pd.DataF
     columns = store.vector_columns(traj, "pc_distance")
     if not columns or "depth" not in runs:
         raise incremental.ThresholdError(f"{folder}: per-PC rates need a depth axis and pc_distance columns (linear_net)")
-    program, _, task = compile_inputs(sweep)
+    program, task = draw_inputs(sweep)
     eigenvalues = {}
     rows = []
     for _, run in first_slice(runs[~runs.diverged], [a for a in sweep.axes if a not in ("depth", "lr", "seed")]).iterrows():
@@ -148,7 +148,7 @@ def accessibility(folder: str | Path, ensembles: int = 2) -> pd.DataFrame:
     recorded = traj[traj.step > 0]
     coordinates = recorded[store.vector_columns(traj, "pc_weights")].to_numpy(np.float64)     # (rows, d p)
     rows_of = recorded.groupby("run_id").indices
-    program, _, task = compile_inputs(sweep)
+    program, task = draw_inputs(sweep)
     d, p = sweep.task["d"], sweep.task["p"]
     tables = []
     for ensemble, members in enumerate(np.split(seeds, ensembles)):

@@ -21,7 +21,7 @@ from dlsweep.figures import FIGURE_SUFFIXES, FORMATS, NEEDS_TARGETS, PLOT_KINDS,
 from dlsweep.slices import check_at, first_slice, only
 from dlsweep.spec import Sweep
 from dlsweep.store import load, load_trajectories
-from dlsweep.sweeping import compile_inputs, folder_sweep, restores_x64
+from dlsweep.sweeping import draw_inputs, folder_sweep, restores_x64
 from dlsweep.thresholding import thresholds_for
 from dlsweep.warning import DlsweepWarning
 
@@ -499,7 +499,7 @@ def _theory_of_c(sweep: Sweep, column: str, cs) -> tuple[np.ndarray, float, floa
     curves = sweep.family.theory_of_c(sweep.task, column)
     if curves is None:
         return None
-    program, _, task = compile_inputs(sweep)
+    program, task = draw_inputs(sweep)
     seeds = [compare.fit_interpolators(engine.draw_task(program, task, int(seed), sweep.seed))
              for seed in np.asarray(sweep.axes.get("seed", [0]))]
     return curves(program.model, seeds, cs)

@@ -78,12 +78,19 @@ def compile_inputs(sweep: Sweep) -> tuple[engine.Program, grid.Grid, dict]:
     """The static program, the flat grid and the shared task of a sweep (x64 switched on first
     for float64 sweeps); the program's layout (refilled slots, or runs one after another) is
     chosen from the cost of its step and its stop rule (`engine.with_layout`)."""
+    program, task = draw_inputs(sweep)
+    program = engine.with_layout(program, list(sweep.axes), task, sweep.n_runs)
+    return program, grid.build(sweep.axes), task
+
+
+def draw_inputs(sweep: Sweep) -> tuple[engine.Program, dict]:
+    """The program and shared task with which `engine.draw_task` draws a seed's data as the run
+    does (x64 switched on first for float64 sweeps), its layout not chosen: the layout draws
+    nothing differently, and choosing it lowers the step (0.15-0.2 s for a linear network)."""
     _use_dtype(sweep.dtype)
     family = sweep.family
     task = family.make_task(sweep)
-    program = engine.Program.from_sweep(sweep, family.build(sweep))
-    program = engine.with_layout(program, list(sweep.axes), task, sweep.n_runs)
-    return program, grid.build(sweep.axes), task
+    return engine.Program.from_sweep(sweep, family.build(sweep)), task
 
 
 def default_chunk_size(program: engine.Program, n_runs: int, hp_names: list[str], task: dict, cycle: int = 1,
