@@ -753,7 +753,7 @@ def _refill_phase(program: Program, queue: TrajectoryState, hps, hp_axes, task, 
     depth_of_queue = size // columns
     frozen = (queue.diverged | queue.converged).reshape(depth_of_queue, columns)
     column = jnp.arange(columns)
-    pending = _longest_first(frozen, hps, size) * columns + column      # live rows first
+    pending = _longest_first(frozen, hps) * columns + column      # live rows first
     count = jnp.sum(~frozen, axis=0)
     hp_names = [name for name, axis in hp_axes.items() if axis == 0]
 
@@ -828,11 +828,12 @@ azulay-phase (720 runs in one chunk, 16 slots per seed) computed 1.096x the traj
 runs need in the grid's order, whose depth-4 runs of 300,000 steps started last; 1.005x in this."""
 
 
-def _longest_first(frozen, hps, size: int):
-    """The queue rows of each seed slot (`frozen` (rows per slot, columns)), live ones first, in
-    `LONGER_FIRST`'s order of their hyperparameters, then in their own; (rows per slot, columns)."""
+def _longest_first(frozen, hps):
+    """The queue rows of each seed slot (`frozen` (rows per slot, columns), queue row b at (b //
+    columns, b % columns)), live ones first, in `LONGER_FIRST`'s order of their hyperparameters,
+    then in their own; (rows per slot, columns)."""
     rows, columns = frozen.shape
-    keys = [jnp.broadcast_to(jnp.asarray(hps[name]) * sign, (size,)).reshape(rows, columns)
+    keys = [jnp.broadcast_to(jnp.asarray(hps[name]) * sign, (frozen.size,)).reshape(rows, columns)
             for name, sign in reversed(LONGER_FIRST) if name in hps]
     return jnp.lexsort((jnp.broadcast_to(jnp.arange(rows)[:, None], frozen.shape), *keys, frozen), axis=0)
 

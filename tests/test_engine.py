@@ -410,12 +410,12 @@ def test_the_refill_queue_starts_the_runs_predicted_longest_first():
     hps = {"depth": rng.integers(2, 5, size).astype(np.int32), "sigma0": rng.choice([1e-3, 1e-2, 0.1], size),
            "lr": rng.choice([0.01, 0.1], size), "seed": np.arange(size, dtype=np.int32) % columns}
     frozen = rng.random(size) < 0.25
-    order = np.asarray(engine._longest_first(jnp.asarray(frozen.reshape(-1, columns)), hps, size))
+    order = np.asarray(engine._longest_first(jnp.asarray(frozen.reshape(-1, columns)), hps))
     for column in range(columns):
         rows = list(range(column, size, columns))
         expected = sorted(rows, key=lambda b: (frozen[b], -hps["depth"][b], hps["sigma0"][b], hps["lr"][b], b))
         assert [int(k) * columns + column for k in order[:, column]] == expected
-    scalar = engine._longest_first(jnp.asarray(frozen.reshape(-1, columns)), {**hps, "lr": np.float32(0.1)}, size)
+    scalar = engine._longest_first(jnp.asarray(frozen.reshape(-1, columns)), {**hps, "lr": np.float32(0.1)})
     for column in range(columns):
         rows = list(range(column, size, columns))
         expected = sorted(rows, key=lambda b: (frozen[b], -hps["depth"][b], hps["sigma0"][b], b))
