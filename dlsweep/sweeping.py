@@ -226,11 +226,16 @@ def _chunks_to_run(own: list[grid.Chunk], finished: set[int], max_chunks: int | 
     return todo if max_chunks is None else todo[:max_chunks]
 
 
+def _sweep_chunk_size(sweep: Sweep, program: engine.Program, task: dict, group: int, by_memory: bool = True) -> int:
+    """`default_chunk_size` of a sweep's chunk groups, with its seed cycle and small batch."""
+    return default_chunk_size(program, group, list(sweep.axes), task, seed_cycle(sweep, program),
+                              small_batch(sweep, program), by_memory)
+
+
 def _fresh_manifest(sweep: Sweep, program: engine.Program, flat: grid.Grid, task: dict, chunk_size: int | None,
                     group: int) -> dict:
     """The manifest of a new run folder: its chunk plan, of `chunk_size` or the default chunk size."""
-    size = chunk_size or default_chunk_size(program, group, list(flat.columns), task, seed_cycle(sweep, program),
-                                            small_batch(sweep, program))
+    size = chunk_size or _sweep_chunk_size(sweep, program, task, group)
     return store.new_manifest(sweep, flat.size, size, len(grid.chunks(flat.size, size, group)), group)
 
 
@@ -293,8 +298,7 @@ def run(spec: str | Path | Sweep, out: str | Path | None = None, overrides: Sequ
     group = chunk_group(sweep, program)
     with store.locked(folder, shard):              # a refused second writer says nothing but why
         if say is not None:
-            largest = chunk_size or default_chunk_size(program, group, list(sweep.axes), task, seed_cycle(sweep, program),
-                                                       small_batch(sweep, program), by_memory=False)
+            largest = chunk_size or _sweep_chunk_size(sweep, program, task, group, by_memory=False)
             n_chunks = len(grid.chunks(flat.size, largest, group))
             say(size_line(folder, sweep.axes, sweep.steps, _disk(sweep, program, task, n_chunks)))
         manifest = store.prepare(folder, sweep, overwrite)
