@@ -816,26 +816,42 @@ def _refill_phase(program: Program, queue: TrajectoryState, hps, hp_axes, task, 
     return queue, records, executed
 
 
-LONGER_FIRST = (("depth", -1), ("sigma0", 1), ("lr", 1))
-"""The refill queue's order (`_longest_first`): by these axes, each descending (-1) or ascending
-(1), the first deciding. Incremental learning from a small init takes longer the deeper the
-network, the smaller sigma0 and the smaller the step (Gissin et al., App. A, t_alpha: about
-sigma0^(2/N - 1) / ((1 - 2/N) lr) steps at depth N > 2, ln(1 / sigma0) / lr at N = 2), so the
-queue starts the runs likely to take longest first and the last ones to start are short: no
-slot then steps long after the others have stopped (longest processing time first). The order
-moves no result (a slot computes its run as lockstep would), only what the chunk computes:
-azulay-phase (720 runs in one chunk, 16 slots per seed) computed 1.096x the trajectory-steps its
-runs need in the grid's order, whose depth-4 runs of 300,000 steps started last; 1.005x in this."""
+def learning_steps(hps, size: int):
+    """About how many GD steps each of `size` rows takes to learn from its init, the refill
+    queue's key (`_longest_first`): Gissin et al.'s time to reach a fraction of a target from a
+    small init (THEORY.md 2.1, t_alpha, its leading term in the init's scale c, in steps of lr):
+
+        N = 1: 1 / lr      N = 2: (1 + ln(1/c)) / lr      N > 2: (1 + c^(2/N - 1) / (1 - 2/N)) / lr
+
+    with c = sigma0 (1 + s^2) / (1 - s^2) at init shape s (Azulay et al.: shape and scale enter
+    only through c, THEORY.md 2.8), ln(1/c) taken as 0 for c >= 1. An axis the sweep lacks takes
+    depth 2, sigma0 1, shape 0, lr 1. Only an order: longest processing time first."""
+    def axis(name, default):
+        value = hps.get(name, default)
+        return jnp.broadcast_to(jnp.asarray(value, jnp.float32), (size,))
+
+    depth, lr = axis("depth", 2), axis("lr", 1.0)
+    shape = jnp.abs(axis("shape", 0.0))
+    c = axis("sigma0", 1.0) * (1 + shape * shape) / (1 - shape * shape)
+    deep = jnp.maximum(depth, 3.0)
+    power = c ** (2 / deep - 1) / (1 - 2 / deep)
+    growth = jnp.where(depth > 2, power, jnp.where(depth == 2, jnp.log(jnp.maximum(1 / c, 1.0)), 0.0))
+    return (1 + growth) / lr
 
 
 def _longest_first(frozen, hps):
     """The queue rows of each seed slot (`frozen` (rows per slot, columns), queue row b at (b //
-    columns, b % columns)), live ones first, in `LONGER_FIRST`'s order of their hyperparameters,
-    then in their own; (rows per slot, columns)."""
+    columns, b % columns)), live ones first, the longest to learn first (`learning_steps`), then
+    in their own order; (rows per slot, columns). The order moves no result (a slot computes its
+    run as lockstep would), only what the chunk computes: azulay-phase (720 runs in one chunk, 16
+    slots per seed; one core of a 2-core Xeon / dealt over both) computed 1.096x / 1.134x the
+    trajectory-steps its runs need in the grid's order, whose depth-4 runs of 300,000 steps
+    started last; 1.005x / 1.121x ordered by depth, then sigma0, where a shape near 1, learning up
+    to 20x faster at the same depth and sigma0, could start before a balanced one; 1.005x /
+    1.062x by `learning_steps`."""
     rows, columns = frozen.shape
-    keys = [jnp.broadcast_to(jnp.asarray(hps[name]) * sign, (frozen.size,)).reshape(rows, columns)
-            for name, sign in reversed(LONGER_FIRST) if name in hps]
-    return jnp.lexsort((jnp.broadcast_to(jnp.arange(rows)[:, None], frozen.shape), *keys, frozen), axis=0)
+    longest = -learning_steps(hps, frozen.size).reshape(rows, columns)
+    return jnp.lexsort((jnp.broadcast_to(jnp.arange(rows)[:, None], frozen.shape), longest, frozen), axis=0)
 
 
 def _wide(mask, like):

@@ -398,28 +398,68 @@ def test_refilled_slots_compute_what_lockstep_computes():
     assert summary["executed"] < summary_lockstep["executed"]
 
 
+def learning_steps_reference(depth, sigma0, shape, lr):
+    """`engine.learning_steps` in float64, written from its docstring (THEORY.md 2.1's t_alpha,
+    leading term in the effective scale c = sigma0 (1 + s^2) / (1 - s^2), in steps of lr)."""
+    c = sigma0 * (1 + shape * shape) / (1 - shape * shape)
+    if depth == 1:
+        growth = 0.0
+    elif depth == 2:
+        growth = max(np.log(1 / c), 0.0)
+    else:
+        growth = c ** (2 / depth - 1) / (1 - 2 / depth)
+    return (1 + growth) / lr
+
+
+def test_learning_steps_is_the_theorys_learning_time():
+    """`engine.learning_steps` against its float64 reference on every combination of depths 1-5,
+    sigma0 1e-6..1, shapes -0.99..0.99 and two lr. Tolerance: float32 `log` and `pow` round to a
+    few ulps of their results, and a power c^a carries the rounding of a ln c, |a ln c| <= 14 here:
+    (2 + 14) x 4 ulps of 1.2e-7 ~ 8e-6 relative; 2e-5."""
+    grid = np.array(np.meshgrid([1, 2, 3, 4, 5], [1e-6, 1e-3, 0.05, 1.0], [-0.99, 0.0, 0.5, 0.99], [1e-3, 0.1],
+                                indexing="ij")).reshape(4, -1)
+    hps = {"depth": grid[0].astype(np.int32), "sigma0": grid[1].astype(np.float32), "shape": grid[2].astype(np.float32),
+           "lr": grid[3].astype(np.float32)}
+    got = np.asarray(engine.learning_steps(hps, grid.shape[1]))
+    expected = [learning_steps_reference(int(n), float(np.float32(s0)), float(np.float32(s)), float(np.float32(lr)))
+                for n, s0, s, lr in grid.T]
+    np.testing.assert_allclose(got, expected, rtol=2e-5)
+    # the theory's ordering: slower the deeper (from a small init: sigma0 = 1e-6, c <= 1e-4), the
+    # smaller sigma0, the more balanced the shape (|s| smaller) and the smaller lr; strictly where
+    # c < 1 (sigma0 <= 1e-3) at depth >= 2, where ln(1/c) and c^(2/N - 1) still fall
+    steps = got.reshape(5, 4, 4, 2)
+    assert np.all(np.diff(steps[:, 0], axis=0) > 0)
+    assert np.all(np.diff(steps, axis=1) <= 0) and np.all(np.diff(steps[1:, :2], axis=1) < 0)
+    assert np.all(np.diff(steps[:, :, 1:], axis=2) <= 0) and np.all(np.diff(steps[1:, :2, 1:], axis=2) < 0)
+    assert np.array_equal(steps[:, :, 0], steps[:, :, 3]) and np.all(steps[..., 0] > steps[..., 1])
+    # an axis the sweep lacks: depth 2, sigma0 1, shape 0, lr 1
+    assert np.asarray(engine.learning_steps({}, 3)).tolist() == [1.0, 1.0, 1.0]
+
+
 def test_the_refill_queue_starts_the_runs_predicted_longest_first():
     """The refill phase's queue (`engine._longest_first`), per seed slot (2 columns: row b in
-    column b % 2): the live rows first, deepest first, then smallest sigma0, then smallest lr, then
-    in row order; the frozen rows after them in row order. Expected: Python's sort of the same rows
-    by that key (24 rows of random depths 2-4, 3 sigma0 and 2 lr values, so every key decides
-    somewhere and ties are left to row order), and an axis that is one value for the whole chunk
-    (a scalar lr) orders nothing."""
+    column b % 2): the live rows first, the longest to learn first (`learning_steps`), then in row
+    order; the frozen rows after them in row order. Expected: Python's sort of the same rows by
+    the float64 reference (36 rows of random depths 1-4, sigma0, shapes and lr from a few values,
+    so rows tie and ties are left to row order; distinct keys at least 1e-3 apart relatively, so
+    float32 cannot swap them), and an axis that is one value for the whole chunk (a scalar lr)
+    orders nothing."""
     rng = np.random.default_rng(5)
-    size, columns = 24, 2
-    hps = {"depth": rng.integers(2, 5, size).astype(np.int32), "sigma0": rng.choice([1e-3, 1e-2, 0.1], size),
-           "lr": rng.choice([0.01, 0.1], size), "seed": np.arange(size, dtype=np.int32) % columns}
+    size, columns = 36, 2
+    hps = {"depth": rng.integers(1, 5, size).astype(np.int32), "sigma0": rng.choice([1e-3, 1e-2, 0.1], size),
+           "shape": rng.choice([0.0, 0.9], size), "lr": rng.choice([0.01, 0.1], size),
+           "seed": np.arange(size, dtype=np.int32) % columns}
     frozen = rng.random(size) < 0.25
-    order = np.asarray(engine._longest_first(jnp.asarray(frozen.reshape(-1, columns)), hps))
-    for column in range(columns):
-        rows = list(range(column, size, columns))
-        expected = sorted(rows, key=lambda b: (frozen[b], -hps["depth"][b], hps["sigma0"][b], hps["lr"][b], b))
-        assert [int(k) * columns + column for k in order[:, column]] == expected
-    scalar = engine._longest_first(jnp.asarray(frozen.reshape(-1, columns)), {**hps, "lr": np.float32(0.1)})
-    for column in range(columns):
-        rows = list(range(column, size, columns))
-        expected = sorted(rows, key=lambda b: (frozen[b], -hps["depth"][b], hps["sigma0"][b], b))
-        assert [int(k) * columns + column for k in np.asarray(scalar)[:, column]] == expected
+
+    def expected_order(lr):
+        key = [learning_steps_reference(int(hps["depth"][b]), hps["sigma0"][b], hps["shape"][b], lr[b]) for b in range(size)]
+        distinct = np.unique(key)
+        assert np.all(np.diff(distinct) > 1e-3 * distinct[1:])
+        return [sorted(range(column, size, columns), key=lambda b: (frozen[b], -key[b], b)) for column in range(columns)]
+
+    for lr, given in ((hps["lr"], hps), (np.full(size, 0.1), {**hps, "lr": np.float32(0.1)})):
+        order = np.asarray(engine._longest_first(jnp.asarray(frozen.reshape(-1, columns)), given))
+        assert [[int(k) * columns + column for k in order[:, column]] for column in range(columns)] == expected_order(lr)
 
 
 def assert_same_chunk_results(result, other):
