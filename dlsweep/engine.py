@@ -846,8 +846,8 @@ def _longest_first(frozen, hps):
     run as lockstep would), only what the chunk computes: azulay-phase (720 runs in one chunk, 16
     slots per seed; one core of a 2-core Xeon / dealt over both) computed 1.096x / 1.134x the
     trajectory-steps its runs need in the grid's order, whose depth-4 runs of 300,000 steps
-    started last; 1.005x / 1.121x ordered by depth, then sigma0, where a shape near 1, learning up
-    to 20x faster at the same depth and sigma0, could start before a balanced one; 1.005x /
+    started last; 1.005x / 1.121x ordered by depth, then sigma0, where a shape near 1, learning 20x-
+    100x faster at the same depth and sigma0, could start before a balanced one; 1.005x /
     1.062x by `learning_steps`."""
     rows, columns = frozen.shape
     longest = -learning_steps(hps, frozen.size).reshape(rows, columns)
