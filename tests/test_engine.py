@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from conftest import marked_slow
 from dlsweep import api, engine, spec, store, sweeping
+from dlsweep.analysis import theory
 from dlsweep.models.toy import integer_power
 
 
@@ -400,8 +401,9 @@ def test_refilled_slots_compute_what_lockstep_computes():
 
 def learning_steps_reference(depth, sigma0, shape, lr):
     """`engine.learning_steps` in float64, written from its docstring (THEORY.md 2.1's t_alpha,
-    leading term in the effective scale c = sigma0 (1 + s^2) / (1 - s^2), in steps of lr)."""
-    c = sigma0 * (1 + shape * shape) / (1 - shape * shape)
+    leading term in the effective scale c = sigma0 (1 + s^2) / (1 - s^2), in steps of lr): c is
+    half of Azulay's c of the theory module (`theory.azulay_c`, 2 sigma0 (1 + s^2) / (1 - s^2))."""
+    c = float(theory.azulay_c(sigma0, shape)) / 2
     if depth == 1:
         growth = 0.0
     elif depth == 2:
