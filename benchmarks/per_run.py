@@ -15,8 +15,7 @@ It is faithful to dlsweep's run of the same sweep: same model functions, same da
 task drawn once by `engine.draw_task`), same init key (`fold_in(key(sweep.seed), run_id)`, as
 `engine.run_chunk`), same hyperparameters in the same dtypes (`engine.cast_hps`), same stop rule.
 Hyperparameters are traced, so the loop compiles once per sweep (per static shape). It differs
-from dlsweep in what dlsweep adds for speed (batching, depth compiled in, the hit-peak test, a
-model's `gradient` hook: it steps with `jax.grad(model.loss)`) and
+from dlsweep in what dlsweep adds for speed (batching, depth compiled in, the hit-peak test) and
 in where the stop rule is checked (every `check_every` steps from step 0 here; dlsweep's lockstep
 blocks also end at recorded steps), so a run may stop up to one check interval apart.
 """

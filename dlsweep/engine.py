@@ -377,10 +377,9 @@ def init_state(program: Program, key, hp, task) -> TrajectoryState:
 
 def _gd_step(program: Program, params, opt_state, hp, task):
     """One step of the sweep's optimizer (`optimizers`; plain gradient descent by default) on the
-    model's loss, by its `gradient` hook where it has one."""
+    model's loss (`jax.grad`)."""
     optimizer = program.optimizer.transformation(hp, program.dtype)
-    gradient = hook(program.model, "gradient") or jax.grad(program.model.loss)
-    updates, opt_state = optimizer.update(gradient(params, hp, task), opt_state, params)
+    updates, opt_state = optimizer.update(jax.grad(program.model.loss)(params, hp, task), opt_state, params)
     return optax.apply_updates(params, updates), opt_state
 
 
@@ -816,7 +815,7 @@ def _refill_phase(program: Program, queue: TrajectoryState, hps, hp_axes, task, 
     return queue, records, executed
 
 
-def learning_steps(hps, size: int):
+def learning_steps(hps, size: int, xp=jnp):
     """About how many GD steps each of `size` rows takes to learn from its init, the refill
     queue's key (`_longest_first`): Gissin et al.'s time to reach a fraction of a target from a
     small init (THEORY.md 2.1, t_alpha, its leading term in the init's scale c, in steps of lr):
@@ -825,17 +824,18 @@ def learning_steps(hps, size: int):
 
     with c = sigma0 (1 + s^2) / (1 - s^2) at init shape s (Azulay et al.: shape and scale enter
     only through c, THEORY.md 2.8), ln(1/c) taken as 0 for c >= 1. An axis the sweep lacks takes
-    depth 2, sigma0 1, shape 0, lr 1. Only an order: longest processing time first."""
+    depth 2, sigma0 1, shape 0, lr 1. Only an order: longest processing time first. `xp`: the
+    array namespace (`jax.numpy` in a program, NumPy on the host: `DealtExecutable`)."""
     def axis(name, default):
         value = hps.get(name, default)
-        return jnp.broadcast_to(jnp.asarray(value, jnp.float32), (size,))
+        return xp.broadcast_to(xp.asarray(value, xp.float32), (size,))
 
     depth, lr = axis("depth", 2), axis("lr", 1.0)
-    shape = jnp.abs(axis("shape", 0.0))
+    shape = xp.abs(axis("shape", 0.0))
     c = axis("sigma0", 1.0) * (1 + shape * shape) / (1 - shape * shape)
-    deep = jnp.maximum(depth, 3.0)
+    deep = xp.maximum(depth, 3.0)
     power = c ** (2 / deep - 1) / (1 - 2 / deep)
-    growth = jnp.where(depth > 2, power, jnp.where(depth == 2, jnp.log(jnp.maximum(1 / c, 1.0)), 0.0))
+    growth = xp.where(depth > 2, power, xp.where(depth == 2, xp.log(xp.maximum(1 / c, 1.0)), 0.0))
     return (1 + growth) / lr
 
 
@@ -1191,60 +1191,78 @@ def _batch_mesh(devices) -> jax.sharding.Mesh:
     return jax.sharding.Mesh(np.array(devices), ("batch",))
 
 
+def deal_by_work(work: np.ndarray, count: int) -> list[np.ndarray]:
+    """The units of `work` (their predicted costs) dealt over `count` devices, as many to each:
+    longest first, each to the device with the least work so far among those with room (Graham's
+    LPT rule; ties to the first device, equal works in unit order); each device's units in
+    their own order."""
+    room = len(work) // count
+    loads, shares = np.zeros(count), [[] for _ in range(count)]
+    for unit in np.argsort(-np.asarray(work, np.float64), kind="stable"):
+        device = min((k for k in range(count) if len(shares[k]) < room), key=lambda k: loads[k])
+        loads[device] += work[unit]
+        shares[device].append(unit)
+    return [np.sort(np.asarray(share, np.int64)) for share in shares]
+
+
 @dataclasses.dataclass(frozen=True)
 class DealtExecutable:
-    """A chunk program whose batch is dealt over `devices` like cards, `unit` positions at a time,
-    unit j to device j % len(devices) (neighbouring rows, as a depth's runs, often stop alike),
-    each device computing its share with `executables[k]`: the same program (the same lowered
-    module and compile options) compiled for each device, at the share's batch. A one-by-one
-    program deals rows (`unit` 1), each run one after another; a batched program deals its vector
-    blocks' rows (`unit` 1) or, with a per-seed layout, whole cycles of seed slots (`unit` the
-    period), so each share is a batch of the same layout. A program partitioned over the devices
-    (`jax.shard_map`) was compiled with other fusions than one device's and rounded differently
-    (docs/architecture.md, "Every core"); one module compiled per device computes each trajectory
-    as one device does, bit for bit. Calling it dispatches every device's share and returns at
-    once (`Dealt`)."""
+    """A chunk program whose batch is dealt over `devices` `unit` positions at a time by their
+    work (`deal_by_work` of each unit's live rows' `learning_steps`, at most `steps` each:
+    gissin-fig4's four depths, stopping at 2,656 to 28,832 steps, dealt in turn gave the two
+    cores 22.5k and 37.8k steps, by work 31.5k and 28.8k), each device computing its share with
+    `executables[k]`: the same program (the same lowered module and compile options) compiled
+    for each device, at the share's batch. A one-by-one program deals rows (`unit` 1), each run
+    one after another; a batched program deals its vector blocks' rows (`unit` 1) or, with a
+    per-seed layout, whole cycles of seed slots (`unit` the period), so each share is a batch of
+    the same layout. A program partitioned over the devices (`jax.shard_map`) was compiled with
+    other fusions than one device's and rounded differently (docs/architecture.md, "Every
+    core"); one module compiled per device computes each trajectory as one device does, bit for
+    bit, wherever it is dealt. Calling it dispatches every device's share and returns at once
+    (`Dealt`)."""
 
     executables: tuple
     devices: tuple
+    steps: int
     unit: int = 1
 
     def __call__(self, root_key, run_ids, live, hps, task) -> "Dealt":
-        count = len(self.devices)
-        units = np.arange(len(run_ids)).reshape(-1, self.unit)
-        shares = []
-        for k, (executable, device) in enumerate(zip(self.executables, self.devices)):
-            rows = units[k::count].reshape(-1)
+        size = len(run_ids)
+        with np.errstate(all="ignore"):         # a shape of 1 or a sigma0 of 0: learning takes every step
+            work = np.where(live, np.fmin(learning_steps(hps, size, np), self.steps), 0.0)
+        units = np.arange(size).reshape(-1, self.unit)
+        shares, placed = [], []
+        for share, executable, device in zip(deal_by_work(work.reshape(-1, self.unit).sum(1), len(self.devices)),
+                                             self.executables, self.devices):
+            rows = units[share].reshape(-1)
             own = {name: value if np.ndim(value) == 0 else value[rows] for name, value in hps.items()}
             shares.append(executable(*jax.device_put((root_key, run_ids[rows], live[rows], own, task), device)))
-        return Dealt(tuple(shares), self.unit)
+            placed.append(rows)
+        return Dealt(tuple(shares), tuple(placed))
 
 
 @dataclasses.dataclass(frozen=True)
 class Dealt:
-    """The per-device results of a `DealtExecutable`, put back in row order by `gathered`."""
+    """The per-device results of a `DealtExecutable` and the batch rows each share holds, put
+    back in row order by `gathered`."""
 
     shares: tuple
-    unit: int = 1
+    rows: tuple
 
     def gathered(self) -> tuple[dict, Any]:
-        """(summary, records) as one device's program returns them: units interleaved back
-        (device k held units k, k + n, ...), `executed` summed over the devices."""
-        unit = self.unit
+        """(summary, records) as one device's program returns them: each share's rows put back at
+        their positions, `executed` summed over the devices."""
+        order = np.argsort(np.concatenate(self.rows))
 
-        def interleave(axis):
-            def join(*parts):        # (.., units x unit of a share, ..) x devices -> (.., rows, ..)
-                arrays = [np.asarray(part) for part in parts]
-                shape = arrays[0].shape
-                split = [a.reshape(*shape[:axis], shape[axis] // unit, unit, *shape[axis + 1:]) for a in arrays]
-                stacked = np.stack(split, axis=axis + 1)            # (.., units of a share, devices, unit, ..)
-                return stacked.reshape(*shape[:axis], shape[axis] * len(arrays), *shape[axis + 1:])
-            return join
+        def join(axis):
+            def put(*parts):         # (.., rows of a share, ..) x devices -> (.., batch, ..)
+                return np.take(np.concatenate([np.asarray(part) for part in parts], axis=axis), order, axis=axis)
+            return put
 
         summaries = [dict(summary) for summary, _ in self.shares]
         executed = sum(float(summary.pop("executed")) for summary in summaries)
-        summary = jax.tree.map(interleave(0), *summaries)
-        records = jax.tree.map(interleave(1), *[records for _, records in self.shares])
+        summary = jax.tree.map(join(0), *summaries)
+        records = jax.tree.map(join(1), *[records for _, records in self.shares])
         return summary | {"executed": executed}, records
 
 
@@ -1471,18 +1489,18 @@ def _compile(lowered, options: dict, speed: dict):
         return lowered.compile(compiler_options=options)
 
 
-def _dealt_executable(fn, args, devices, options: dict, speed: dict, unit: int = 1):
+def _dealt_executable(fn, args, devices, options: dict, speed: dict, steps: int, unit: int = 1):
     """`fn` compiled for the abstract `args` of one device's share with `options` and the
     compile-time-only `speed`: on one device its executable; on several the same module lowered
     for each and compiled side by side (XLA compiles outside Python's lock), a `DealtExecutable`
-    dealing `unit` positions at a time."""
+    dealing `unit` positions at a time by their work in runs of at most `steps` steps."""
     if len(devices) == 1:
         return _compile(jax.jit(fn).lower(*args), options, speed)
     lowered = [jax.jit(fn, in_shardings=on, out_shardings=on).lower(*args)
                for on in map(jax.sharding.SingleDeviceSharding, devices)]
     with concurrent.futures.ThreadPoolExecutor(len(devices)) as pool:
         executables = pool.map(lambda one: _compile(one, options, speed), lowered)
-        return DealtExecutable(tuple(executables), tuple(devices), unit)
+        return DealtExecutable(tuple(executables), tuple(devices), steps, unit)
 
 
 def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, constant: dict[str, tuple] | None = None,
@@ -1523,7 +1541,7 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
         speed = {} if selects_features(program, hp_names, task) else (
             SEQUENTIAL_SPEED_OPTIONS | (QUICK_COMPILE_OPTIONS if program.quick_compile else {}))
         executable = _dealt_executable(fn, _abstract_args(program, batch // len(devices), hp_names, task, constant),
-                                       devices, SEQUENTIAL_COMPILER_OPTIONS, speed)
+                                       devices, SEQUENTIAL_COMPILER_OPTIONS, speed, program.record_steps[-1])
     else:
         share = batch // (len(dealt) or 1)                         # one device's rows (all of them unless dealt)
         if small:
@@ -1544,6 +1562,6 @@ def compile_chunk(program: Program, batch: int, hp_names, task, seed: int, const
             executable = lowered.compile(compiler_options=COMPILER_OPTIONS)
         else:
             executable = _dealt_executable(fn, _abstract_args(program, share, hp_names, task, constant),
-                                           dealt or devices, COMPILER_OPTIONS, {}, period or 1)
+                                           dealt or devices, COMPILER_OPTIONS, {}, program.record_steps[-1], period or 1)
     return CompiledChunk(program, batch, executable, time.perf_counter() - start, jax.random.key(seed), constant, seeds,
                          small)

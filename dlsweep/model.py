@@ -25,8 +25,6 @@ Optional hooks (`HOOKS`), looked up through `hook` only:
     drift_from(anchor, hp, task) -> (params -> scalar)   a bound on how far any sigma_i can be
                                                     from its value at `anchor` (then sigma is
                                                     observed only every few steps between checks)
-    gradient(params, hp, task)  -> pytree like params   jax.grad(loss) computed another way (for
-                                                    speed); the engine steps with it
 
 and one attribute, `observed`: the figures' label of `sigma` (a string, LaTeX allowed).
 """
@@ -37,7 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 METHODS = ("init", "loss", "observe")       # what every model has (`Model`)
-HOOKS = ("draw", "summarize", "selected", "drift_from", "gradient")
+HOOKS = ("draw", "summarize", "selected", "drift_from")
 INTEGER_HPS = ("depth", "sparsity", "seed")     # axes a model gets as int32; every other axis in the sweep's float dtype
 PAIR_HPS = ("pair_i", "pair_j")   # int32 inputs of a threshold refinement's points (`engine.decided`): no axis's names
 

@@ -426,6 +426,8 @@ def test_learning_steps_is_the_theorys_learning_time():
     expected = [learning_steps_reference(int(n), float(np.float32(s0)), float(np.float32(s)), float(np.float32(lr)))
                 for n, s0, s, lr in grid.T]
     np.testing.assert_allclose(got, expected, rtol=2e-5)
+    with np.errstate(all="raise"):      # NumPy's float32 on the host (`DealtExecutable`): the same tolerance
+        np.testing.assert_allclose(engine.learning_steps(hps, grid.shape[1], np), expected, rtol=2e-5)
     # the theory's ordering: slower the deeper (from a small init: sigma0 = 1e-6, c <= 1e-4), the
     # smaller sigma0, the more balanced the shape (|s| smaller) and the smaller lr; strictly where
     # c < 1 (sigma0 <= 1e-3) at depth >= 2, where ln(1/c) and c^(2/N - 1) still fall
@@ -462,6 +464,63 @@ def test_the_refill_queue_starts_the_runs_predicted_longest_first():
     for lr, given in ((hps["lr"], hps), (np.full(size, 0.1), {**hps, "lr": np.float32(0.1)})):
         order = np.asarray(engine._longest_first(jnp.asarray(frozen.reshape(-1, columns)), given))
         assert [[int(k) * columns + column for k in order[:, column]] for column in range(columns)] == expected_order(lr)
+
+
+def test_deal_by_work_gives_every_device_as_many_units_the_longest_first():
+    """`engine.deal_by_work` (Graham's LPT rule with equal counts), worked by hand: gissin-fig4's
+    four stops (2,656, 8,928, 19,872, 28,832 steps) go 28,832 -> device 0, 19,872 -> 1, 8,928 ->
+    1 (the least loaded), 2,656 -> 0 (device 1 is full): 31,488 and 28,800 steps, where dealing
+    in turn gave 22,528 and 37,760; equal works go in turn, as the units come; fillers (no work)
+    fill the devices with room."""
+    assert [s.tolist() for s in engine.deal_by_work(np.array([2656, 8928, 19872, 28832]), 2)] == [[0, 3], [1, 2]]
+    assert [s.tolist() for s in engine.deal_by_work(np.ones(6), 3)] == [[0, 3], [1, 4], [2, 5]]
+    assert [s.tolist() for s in engine.deal_by_work(np.array([5.0, 0, 0, 0]), 2)] == [[0, 3], [1, 2]]
+    assert [s.tolist() for s in engine.deal_by_work(np.array([3.0, 1, 2]), 1)] == [[0, 1, 2]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 6), st.data())
+def test_deal_by_work_deals_every_unit_once_and_evenly(count, per_device, data):
+    """Any works: the shares partition the units, each holds `len(work) / count` of them in unit
+    order, and the heaviest share is at most the lightest plus the largest unit's work (LPT: a
+    unit goes to the least loaded device with room, and every device fills at the same count)."""
+    work = np.array(data.draw(st.lists(st.integers(0, 10**6), min_size=count * per_device, max_size=count * per_device)),
+                    np.float64)
+    shares = engine.deal_by_work(work, count)
+    assert sorted(np.concatenate(shares).tolist()) == list(range(len(work)))
+    assert all(len(share) == per_device and np.all(np.diff(share) > 0) for share in shares)
+    loads = [work[share].sum() for share in shares]
+    assert max(loads) - min(loads) <= work.max()
+
+
+def test_a_dealt_chunk_puts_every_share_back_in_row_order():
+    """`engine.DealtExecutable` on one device twice, with a stand-in program that returns its rows'
+    run ids: gissin-fig4's chunk (depths 1-4 at sigma0 1e-4, `learning_steps` longest at depth 4)
+    deals rows 0 and 3 to the first share and 1 and 2 to the second (in turn: 0 and 2, 1 and 3);
+    with a per-seed layout (units of 2) whole cycles move together, a frozen row weighing nothing. `Dealt.gathered` puts the
+    summaries (axis 0) and records (axis 1) back in row order and sums `executed`."""
+    def program(root_key, run_ids, live, hps, task):
+        rows = np.asarray(run_ids)
+        return {"executed": np.float32(len(rows)), "run": rows, "live": np.asarray(live)}, (np.stack([rows, 10 * rows]),)
+
+    device = jax.local_devices()[0]
+    dealt = engine.DealtExecutable((program, program), (device, device), steps=100_000)
+    hps = {"depth": np.array([1, 2, 3, 4], np.int32), "sigma0": np.float32(1e-4), "lr": np.full(4, 4e-3, np.float32)}
+    results = dealt(None, np.arange(4, dtype=np.int32), np.ones(4, bool), hps, {})
+    assert [share[0]["run"].tolist() for share in results.shares] == [[0, 3], [1, 2]]
+    summary, (records,) = results.gathered()
+    assert summary["run"].tolist() == [0, 1, 2, 3] and summary["executed"] == 4.0
+    assert records.tolist() == [[0, 1, 2, 3], [0, 10, 20, 30]]
+
+    cycles = dataclasses.replace(dealt, unit=2)           # rows (0, 1), (2, 3), (4, 5), (6, 7): depths 3, 2, 4, 1
+    hps = {"depth": np.repeat(np.array([3, 2, 4, 1], np.int32), 2), "sigma0": np.float32(1e-4)}
+    live = np.array([True, False, True, True, True, True, True, True])        # row 1 frozen: no work
+    results = cycles(None, np.arange(8, dtype=np.int32), live, hps, {})
+    # works 66, 20, 402, 2: depth 4 -> device 0, depth 3 -> 1, depth 2 -> 1, depth 1 -> 0 (in turn: 0 and 2, 1 and 3)
+    assert [share[0]["run"].tolist() for share in results.shares] == [[4, 5, 6, 7], [0, 1, 2, 3]]
+    summary, (records,) = results.gathered()
+    assert summary["run"].tolist() == list(range(8)) and summary["live"].tolist() == live.tolist()
+    assert records[1].tolist() == [10 * b for b in range(8)]
 
 
 def assert_same_chunk_results(result, other):
@@ -886,6 +945,27 @@ def test_xla_thread_count_does_not_change_the_bits(tmp_path, d):
     layout whose products grow past that size."""
     assert_same_tables(*tables_of_runs(tmp_path, RUN_THREADED_SWEEP, [d, engine.SEQUENTIAL_MIN_FLOPS], [
         (f"threads-{threads}", {"NPROC": str(threads)}, f"sequential {d > 700}") for threads in (1, 4)]))
+
+
+RUN_THREADED_SENSING = """
+import sys
+from dlsweep import api, spec
+sweep = spec.resolve({"name": "t", "model": "matrix_sensing", "steps": 256, "dtype": "float32",
+    "task": {"sigma_star": [6.0, 3.0], "top": 3, "d": 40, "measurements": 1000, "init": "gaussian"},
+    "axes": {"depth": [2, 3], "sigma0": [1e-2, 1e-1], "lr": [2e-2]}, "record": {"points": 8}})
+program = api.compile_inputs(sweep)[0]
+api.run(sweep, out=sys.argv[1], progress_bar=False)
+print("sequential", program.sequential)
+"""
+
+
+def test_matrix_sensings_threaded_products_do_not_change_the_bits(tmp_path):
+    """Matrix sensing's gradient is autodiff's two products with its m x d^2 measurements (A vec(D)
+    and A^T r; 1000 x 1600 here, 6.4 MB), which XLA splits over its thread pool by output rows
+    (d = 50, m = 1,000 on the 2-core Xeon: 995 us a gradient with 1 thread, 501 us with 2): a
+    one-by-one sweep gives the same tables with 1 thread and 4."""
+    assert_same_tables(*tables_of_runs(tmp_path, RUN_THREADED_SENSING, [], [
+        (f"threads-{threads}", {"NPROC": str(threads)}, "sequential True") for threads in (1, 4)]))
 
 
 CPU_DEVICES = """

@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 
 from dlsweep import api, engine, spec, store
-from dlsweep.models import matrix_sensing
 from gissin_reference import dense
 
 SIGMA_STAR = [3.0, 2.0, 1.0]
@@ -225,18 +224,6 @@ def test_gaussian_init_runs_one_after_another(tmp_path_factory, monkeypatch):
     sweep = ms_sweep("ms_gaussian_sequential", *CASES["gaussian"])
     assert api.compile_inputs(sweep)[0].sequential
     check_gaussian_init(*run_sweep(tmp_path_factory, sweep), "gaussian m=40, one run after another")
-
-
-def test_measurements_read_once_a_step(tmp_path_factory, monkeypatch):
-    """(6) The few-measurements sweep of (2) with its gradient from one pass over the measurements
-    (`MatrixSensing.gradient`, `_gram_times`: taken here whatever their size, in blocks of 2 rows,
-    so m = 5 is two blocks and a last row): the reference's G(D) = (1/m) sum_j <A_j, D> A_j
-    summed otherwise, so the same agreement, 1e-9 relative at every recorded step (float64)."""
-    monkeypatch.setattr(matrix_sensing, "STREAMED_MIN_BYTES", 0)
-    monkeypatch.setattr(matrix_sensing, "STREAM_BLOCK_BYTES", 2 * D * D * 8)
-    runs, traj, record_steps = run_sweep(tmp_path_factory, ms_sweep("ms_m5_streamed", *CASES["m5"]))
-    a = measurement_matrices(5, D, SEED)
-    compare(runs, traj, record_steps, lambda run: identity_layers(run.depth, run.sigma0, D), a, "m=5 streamed")
 
 
 def gaussian_layers(run) -> list[np.ndarray]:

@@ -105,18 +105,6 @@ class MatrixSensing:
             error = jnp.mean(predictions * predictions)
         return error / (2.0 * jnp.asarray(hp["depth"], residual.dtype))
 
-    def gradient(self, params, hp, task):
-        """jax.grad(loss); with measurements of at least `STREAMED_MIN_BYTES`, by the chain rule
-        through W with dl/dW = (1/(N m)) A^T A vec(W - W*) from one pass over A (`_gram_times`):
-        autodiff's two products A vec(D) and A^T r read A from memory twice."""
-        a = task.get("measurements")
-        if a is None or a.size * a.dtype.itemsize < STREAMED_MIN_BYTES:
-            return jax.grad(self.loss)(params, hp, task)
-        product, pullback = jax.vjp(lambda p: self.product(p, hp["depth"]), params)
-        residual = (product - task["w_star"]).reshape(-1)
-        scale = 1.0 / (jnp.asarray(hp["depth"], residual.dtype) * a.shape[0])
-        return pullback((_gram_times(a, residual) * scale).reshape(product.shape))[0]
-
     def observe(self, params, hp, task):
         """The k largest singular values of W: one-sided Jacobi with the batch last for small d
         on CPU (`_singular_values`), else the backend's SVD."""
@@ -128,34 +116,6 @@ class MatrixSensing:
         """How far the observed singular values can be from those at `anchor` (Weyl's inequality,
         `layers.singular_value_drift`)."""
         return singular_value_drift(lambda params: self.product(params, hp["depth"]), anchor)
-
-
-STREAMED_MIN_BYTES = 4 << 20
-"""Measurements of at least this many bytes (beyond a core's L2 cache) are read once per step
-(`MatrixSensing.gradient`). One core of a 2-core Xeon (L2 2 MiB), float32, d = 50, the gradient
-alone: m = 1,000 (10 MB) 737 -> 567 us, m = 600 (6 MB) 427 -> 340 us, m = 300 (3 MB) 167 -> 167
-us; gissin-fig1a's 3 runs x 10,000 steps 25.0 -> 21.0 s."""
-STREAM_BLOCK_BYTES = 384 << 10
-"""Rows of the measurements per block of `_gram_times`: a block stays in L2 between its two
-products (d = 50, float32: 39 rows; 32-64 rows ran within 3% of each other)."""
-
-
-def _gram_times(a, x):
-    """A^T (A x), reading A once: per block of rows B (`STREAM_BLOCK_BYTES`), B^T (B x) while B
-    is in cache, summed over the blocks in order; a last partial block after them."""
-    m, n = a.shape
-    rows = max(1, min(m, STREAM_BLOCK_BYTES // (n * a.dtype.itemsize)))
-    whole = m - m % rows
-
-    def add(i, total):
-        block = jax.lax.dynamic_slice_in_dim(a, i * rows, rows)
-        return total + (block @ x) @ block
-
-    total = jax.lax.fori_loop(0, whole // rows, add, jnp.zeros_like(x))
-    if whole < m:
-        tail = a[whole:]
-        total = total + (tail @ x) @ tail
-    return total
 
 
 def toy_lr(task: dict, cell: Mapping[str, float]) -> float | None:
