@@ -848,7 +848,7 @@ def _longest_first(frozen, hps):
     trajectory-steps its runs need in the grid's order, whose depth-4 runs of 300,000 steps
     started last; 1.005x / 1.121x ordered by depth, then sigma0, where a shape near 1, learning 20x-
     100x faster at the same depth and sigma0, could start before a balanced one; 1.005x /
-    1.062x by `learning_steps`."""
+    1.062x by `learning_steps` (1.050x with the chunk dealt by work, `deal_by_work`)."""
     rows, columns = frozen.shape
     longest = -learning_steps(hps, frozen.size).reshape(rows, columns)
     return jnp.lexsort((jnp.broadcast_to(jnp.arange(rows)[:, None], frozen.shape), longest, frozen), axis=0)
