@@ -817,8 +817,9 @@ def _refill_phase(program: Program, queue: TrajectoryState, hps, hp_axes, task, 
 
 def learning_steps(hps, size: int, xp=jnp):
     """About how many GD steps each of `size` rows takes to learn from its init, the refill
-    queue's key (`_longest_first`): Gissin et al.'s time to reach a fraction of a target from a
-    small init (THEORY.md 2.1, t_alpha, its leading term in the init's scale c, in steps of lr):
+    queue's key (`_longest_first`) and a dealt chunk's (`DealtExecutable`): Gissin et al.'s time
+    to reach a fraction of a target from a small init (THEORY.md 2.1, t_alpha, its leading term
+    in the init's scale c, in steps of lr):
 
         N = 1: 1 / lr      N = 2: (1 + ln(1/c)) / lr      N > 2: (1 + c^(2/N - 1) / (1 - 2/N)) / lr
 
