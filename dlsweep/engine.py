@@ -1197,7 +1197,9 @@ def deal_by_work(work: np.ndarray, count: int) -> list[np.ndarray]:
     longest first, each to the device with the least work so far among those with room (Graham's
     LPT rule; ties to the first device, equal works in unit order); each device's units in
     their own order."""
-    room = len(work) // count
+    room, uneven = divmod(len(work), count)
+    if uneven:
+        raise ValueError(f"{len(work)} units do not deal evenly over {count} devices")
     loads, shares = np.zeros(count), [[] for _ in range(count)]
     for unit in np.argsort(-np.asarray(work, np.float64), kind="stable"):
         device = min((k for k in range(count) if len(shares[k]) < room), key=lambda k: loads[k])
@@ -1229,7 +1231,7 @@ class DealtExecutable:
 
     def __call__(self, root_key, run_ids, live, hps, task) -> "Dealt":
         size = len(run_ids)
-        with np.errstate(all="ignore"):         # a shape of 1 or a sigma0 of 0: learning takes every step
+        with np.errstate(all="ignore"):   # float32: a sigma0 rounded to 0 takes every step, a shape rounded to 1 none
             work = np.where(live, np.fmin(learning_steps(hps, size, np), self.steps), 0.0)
         units = np.arange(size).reshape(-1, self.unit)
         shares, placed = [], []

@@ -427,7 +427,9 @@ def test_learning_steps_is_the_theorys_learning_time():
                 for n, s0, s, lr in grid.T]
     np.testing.assert_allclose(got, expected, rtol=2e-5)
     with np.errstate(all="raise"):      # NumPy's float32 on the host (`DealtExecutable`): the same tolerance
-        np.testing.assert_allclose(engine.learning_steps(hps, grid.shape[1], np), expected, rtol=2e-5)
+        on_host = engine.learning_steps(hps, grid.shape[1], np)
+    assert type(on_host) is np.ndarray and on_host.dtype == np.float32
+    np.testing.assert_allclose(on_host, expected, rtol=2e-5)
     # the theory's ordering: slower the deeper (from a small init: sigma0 = 1e-6, c <= 1e-4), the
     # smaller sigma0, the more balanced the shape (|s| smaller) and the smaller lr; strictly where
     # c < 1 (sigma0 <= 1e-3) at depth >= 2, where ln(1/c) and c^(2/N - 1) still fall
@@ -471,11 +473,13 @@ def test_deal_by_work_gives_every_device_as_many_units_the_longest_first():
     four stops (2,656, 8,928, 19,872, 28,832 steps) go 28,832 -> device 0, 19,872 -> 1, 8,928 ->
     1 (the least loaded), 2,656 -> 0 (device 1 is full): 31,488 and 28,800 steps, where dealing
     in turn gave 22,528 and 37,760; equal works go in turn, as the units come; fillers (no work)
-    fill the devices with room."""
+    fill the devices with room; units that cannot be dealt evenly are an error."""
     assert [s.tolist() for s in engine.deal_by_work(np.array([2656, 8928, 19872, 28832]), 2)] == [[0, 3], [1, 2]]
     assert [s.tolist() for s in engine.deal_by_work(np.ones(6), 3)] == [[0, 3], [1, 4], [2, 5]]
     assert [s.tolist() for s in engine.deal_by_work(np.array([5.0, 0, 0, 0]), 2)] == [[0, 3], [1, 2]]
     assert [s.tolist() for s in engine.deal_by_work(np.array([3.0, 1, 2]), 1)] == [[0, 1, 2]]
+    with pytest.raises(ValueError, match="5 units do not deal evenly over 2 devices"):
+        engine.deal_by_work(np.ones(5), 2)
 
 
 @settings(max_examples=60, deadline=None)
@@ -511,13 +515,17 @@ def test_a_dealt_chunk_puts_every_share_back_in_row_order():
     summary, (records,) = results.gathered()
     assert summary["run"].tolist() == [0, 1, 2, 3] and summary["executed"] == 4.0
     assert records.tolist() == [[0, 1, 2, 3], [0, 10, 20, 30]]
+    capped = dataclasses.replace(dealt, steps=10_000)     # works 250, 2,553, 10,000, 10,000: depth 3 now ties depth 4
+    assert [share[0]["run"].tolist() for share in capped(None, np.arange(4, dtype=np.int32), np.ones(4, bool), hps, {}).shares] \
+        == [[1, 2], [0, 3]]
 
     cycles = dataclasses.replace(dealt, unit=2)           # rows (0, 1), (2, 3), (4, 5), (6, 7): depths 3, 2, 4, 1
     hps = {"depth": np.repeat(np.array([3, 2, 4, 1], np.int32), 2), "sigma0": np.float32(1e-4)}
-    live = np.array([True, False, True, True, True, True, True, True])        # row 1 frozen: no work
+    live = np.array([True, True, False, False, True, True, True, True])       # the depth-2 cycle frozen: no work
     results = cycles(None, np.arange(8, dtype=np.int32), live, hps, {})
-    # works 66, 20, 402, 2: depth 4 -> device 0, depth 3 -> 1, depth 2 -> 1, depth 1 -> 0 (in turn: 0 and 2, 1 and 3)
-    assert [share[0]["run"].tolist() for share in results.shares] == [[4, 5, 6, 7], [0, 1, 2, 3]]
+    # works 131, 0, 402, 2: depth 4 -> device 0, depth 3 -> 1, depth 1 -> 1, the frozen cycle -> 0 (live, the
+    # depth-2 cycle's 20 would have sent depth 1 to device 0 instead; in turn: cycles 0 and 2, 1 and 3)
+    assert [share[0]["run"].tolist() for share in results.shares] == [[2, 3, 4, 5], [0, 1, 6, 7]]
     summary, (records,) = results.gathered()
     assert summary["run"].tolist() == list(range(8)) and summary["live"].tolist() == live.tolist()
     assert records[1].tolist() == [10 * b for b in range(8)]
