@@ -501,8 +501,9 @@ def test_a_dealt_chunk_puts_every_share_back_in_row_order():
     """`engine.DealtExecutable` on one device twice, with a stand-in program that returns its rows'
     run ids: gissin-fig4's chunk (depths 1-4 at sigma0 1e-4, `learning_steps` longest at depth 4)
     deals rows 0 and 3 to the first share and 1 and 2 to the second (in turn: 0 and 2, 1 and 3);
-    with a per-seed layout (units of 2) whole cycles move together, a frozen row weighing nothing. `Dealt.gathered` puts the
-    summaries (axis 0) and records (axis 1) back in row order and sums `executed`."""
+    with a per-seed layout (units of 2) whole cycles move together, a frozen row weighing
+    nothing. `Dealt.gathered` puts the summaries (axis 0) and records (axis 1) back in row order
+    and sums `executed`."""
     def program(root_key, run_ids, live, hps, task):
         rows = np.asarray(run_ids)
         return {"executed": np.float32(len(rows)), "run": rows, "live": np.asarray(live)}, (np.stack([rows, 10 * rows]),)
