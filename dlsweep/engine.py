@@ -156,6 +156,7 @@ class Program:
                                  # that selects features keeps XLA's defaults all the same (`compile_chunk`)
     switches: bool = False      # one by one: each run's depth compiled in (`SWITCH_MIN_FLOPS`; set with the layout)
     deals: bool = False         # batched on CPU: each chunk dealt over every CPU device (`DEAL_MIN_FLOPS`; set with the layout)
+    anchors: bool = True        # a model with `drift_from` is observed every `ANCHOR_EVERY` steps (`anchored`; set with the layout)
     decided_by: tuple[int, int] | None = None   # (f, s) level indices: each trajectory also stops once Definition 1
                                                 # is decided for its pair (`PAIR_HPS`; `decided`)
 
@@ -165,6 +166,13 @@ class Program:
         return cls(model, sweep.record.levels, tuple(int(s) for s in steps), sweep.stop.check_every,
                    sweep.stop.rel_loss, sweep.stop.blowup, sweep.dtype, sweep.stop.loss, first,
                    optimizer=sweep.optimizer)
+
+
+def anchored(program: Program) -> bool:
+    """Whether the block peak observes sigma only at each group's start and bounds it in between
+    by the model's `drift_from` (`_steps_with_peak`): a model with the hook, unless its layout
+    observes every step (`Program.anchors`)."""
+    return program.anchors and hook(program.model, "drift_from") is not None
 
 
 REFILL_MIN_FLOPS = 1e11
@@ -255,7 +263,7 @@ runs the batch."""
 SMALL_WORK_FLOPS = 1e10
 """On CPU, a sweep whose work, every run to the step limit, is under this many floating-point
 operations also runs one by one when its model observes sigma exactly at every step (no
-`drift_from`): its program then holds one copy of the step (no block peak, no replay) and
+`drift_from`) or it has no levels: its program then holds one copy of the step (no block peak, no replay) and
 compiles in about 0.6x the time, which at this size is more than its slower steps cost, and
 each run computes only its own steps. Measured on one core of a 2-core Intel Xeon, compile and
 run, batched -> one by one: gissin-fig2 (2.7e7 flops) 2.45 -> 1.75 s, two-factor (9.5e7) 2.55 ->
@@ -287,7 +295,7 @@ def with_layout(program: Program, hp_names, task, n_runs: int) -> Program:
     - sequential: on CPU, a gradient that costs at least `SEQUENTIAL_MIN_FLOPS`, a step that
       calls a library routine, or a sweep of less work than `SMALL_WORK_FLOPS` (times
       `CONVERGING_WORK_FACTOR` where its stop rule converges, as its runs may stop far apart)
-      whose model has no `drift_from`.
+      whose model has no `drift_from` or that has no levels (no peak to bound).
     - quick compile: a one-by-one program whose step is its products (the first two reasons)
       in a sweep of less work than `QUICK_COMPILE_MAX_FLOPS` or of at most
       `QUICK_COMPILE_MAX_PARAMETERS` parameters (`QUICK_COMPILE_OPTIONS`).
@@ -295,6 +303,12 @@ def with_layout(program: Program, hp_names, task, n_runs: int) -> Program:
       depth, whatever the chunks hold.
     - deals: on CPU, a batched sweep of at least `DEAL_MIN_FLOPS` of work deals each chunk over
       every CPU device.
+    - anchors: dropped for a one-by-one sweep of less work than the small-work bound above, which
+      observes a `drift_from` model at every step: the anchored peak's replay is a second copy of
+      the step, whose compile (1.7-1.8 s on one core for gidel-fig1 and gidel-fig2, 6 runs of a
+      linear network each) outweighs the observations it saves in so little work (gidel-fig1
+      3.5 s end to end against 4.5 s anchored, gidel-fig2 5.0 s against 6.4 s), while with more
+      work they pay (linear-net-phase's Gaussian-init sweep, 2e11 flops: `LinearNet.drift_from`).
     - on an accelerator: the levels tested after every step (`hits_every_step`, for a model
       without `drift_from`) and `ACCELERATOR_UNROLL` steps per loop iteration.
     A function of the sweep and the backend alone, so every chunk size computes each trajectory
@@ -308,8 +322,9 @@ def with_layout(program: Program, hp_names, task, n_runs: int) -> Program:
     exact = hook(program.model, "drift_from") is None
     small = work < SMALL_WORK_FLOPS * (CONVERGING_WORK_FACTOR if converges else 1)
     products = cost.flops >= SEQUENTIAL_MIN_FLOPS or cost.library_calls
-    sequential = cpu and (products or (small and exact))
+    sequential = cpu and (products or (small and (exact or not program.levels)))
     return dataclasses.replace(program, sequential=sequential, hits_every_step=not cpu and exact,
+                               anchors=not (sequential and small),
                                unroll=1 if cpu else ACCELERATOR_UNROLL, step_flops=cost.flops,
                                quick_compile=sequential and products and (
                                    work < QUICK_COMPILE_MAX_FLOPS or cost.parameters <= QUICK_COMPILE_MAX_PARAMETERS),
@@ -434,7 +449,7 @@ def _steps_with_peak(program: Program, state: TrajectoryState, hp, task, start, 
             return (*moved, jnp.maximum(peak, bound(moved[0]) * inverse_target))
         return step
 
-    if hook(program.model, "drift_from") is None:
+    if not anchored(program):
         *moved, peak = _loop(n, with_peak(0, lambda p: _sigma(program, p, hp, task)), (*carry, no_peak), program.unroll)
         return (*moved, jax.tree.map(lambda x: x[None], ReplayGroups(None, None, state.hit >= 0, peak)))
     size = group_steps(program)
@@ -474,11 +489,11 @@ more."""
 
 
 def group_steps(program: Program) -> int:
-    """Steps of a group of a block: `ANCHOR_EVERY` for a model with `drift_from`, whose replays
+    """Steps of a group of a block: `ANCHOR_EVERY` where the peak is `anchored`, whose replays
     observe sigma exactly (an SVD) at every step; the whole block for one that observes it
     exactly at every step anyway, whose replays cost little beside the gathers and loop tests a
     group adds (the toy benchmark: 16-step groups ran 1.4x slower, replays included)."""
-    return ANCHOR_EVERY if hook(program.model, "drift_from") is not None else program.check_every
+    return ANCHOR_EVERY if anchored(program) else program.check_every
 
 
 def group_count(program: Program) -> int:
@@ -648,13 +663,13 @@ def _advance_chunk(program: Program, state: TrajectoryState, hps, hp_axes, task,
     so a trajectory's path never depends on where it was replayed. Each trajectory's result
     depends on itself alone, never on which others share its batch.
     A batch of one (`run_sequential`), or any batch of a program with `hits_every_step` (an
-    accelerator, where the test fuses into the step's kernel), whose model observes sigma at
-    every step anyway (no `drift_from`) runs the per-step hit test at once: no peak, no replay,
-    one copy of the step in the program."""
+    accelerator, where the test fuses into the step's kernel), that observes sigma at every step
+    anyway (not `anchored`) runs the per-step hit test at once: no peak, no replay, one copy of
+    the step in the program."""
     start_axis = 0 if jnp.ndim(start) else None
     batch = state.loss0.shape[0]
     check = rows_map(functools.partial(settle, program), (0, 0, 0, 0, 0, hp_axes, task_axes, start_axis), period)
-    if program.levels and (batch == 1 or program.hits_every_step) and hook(program.model, "drift_from") is None:
+    if program.levels and (batch == 1 or program.hits_every_step) and not anchored(program):
         every_step = rows_map(functools.partial(_steps_with_hits, program), (0, hp_axes, task_axes, start_axis, None),
                               period)
         params, opt_state, hit, chosen = _specialized(lambda h: every_step(state, h, task, start, n), hps, specialized)

@@ -1,15 +1,17 @@
 """linear_net's edges: a grid of depth 1 alone, the autoencoder's targets, the errors of its
-[task] keys and figure options, and the per-PC spread over seeds (`api.pc_spread`, `dlsweep pcs`)."""
+[task] keys and figure options, the per-PC spread over seeds (`api.pc_spread`, `dlsweep pcs`), and
+its singular values observed every few steps (`drift_from`) where the work pays for it."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from dlsweep import api, cli, engine, spec
+from dlsweep import api, cli, engine, spec, store
 from dlsweep.analysis import theory
 from dlsweep.plot import PlotError
 
@@ -182,3 +184,68 @@ def test_glorot_uniform_init_bounds_and_variances():
         variance = bound**2 / 3
         assert abs(np.mean(values**2) / variance - 1) < 5 * 0.89 / np.sqrt(values.size), name
         assert abs(np.mean(values)) < 5 * np.sqrt(variance / values.size), name
+
+
+def _phase_sweep(init: str) -> spec.Sweep:
+    """A small linear-net-phase: d = p = 3, width 8, depths 2 and 3, sigma0 over four decades,
+    float32, hitting levels at 5%, 50% and 95% of each target, converging (rel_loss 1e-4)."""
+    return spec.resolve({"name": "phase", "model": "linear_net", "steps": 6000,
+                         "task": {"data": "spectrum", "eigenvalues": [1.0, 1.0, 1.0], "w_true": [1.0, 0.5, 0.25],
+                                  "width": 8, "init": init},
+                         "axes": {"depth": [2, 3], "sigma0": {"logspace": [-5, -1], "num": 4}, "lr": [0.1]},
+                         "record": {"points": 20, "levels": [0.05, 0.5, 0.95]}, "stop": {"rel_loss": 1e-4}})
+
+
+@pytest.mark.parametrize("init", ["aligned", "gaussian"])
+def test_observing_every_few_steps_keeps_exact_hits(tmp_path, monkeypatch, init):
+    """With more work than `engine.SMALL_WORK_FLOPS` a one-by-one linear network is `anchored`: its
+    SVD is taken every `engine.ANCHOR_EVERY` steps and sigma bounded in between by `drift_from`
+    (Weyl), a group that may hold a first hit replayed step by step. Against the same sweep
+    observed at every step (the model without `drift_from`): identical first-hitting steps and
+    stop steps, and the same GD up to the order of float32 operations in the two programs
+    (recorded singular values within 1e-4 relative: a few hundred steps of float32 rounding,
+    2^-23 = 1.2e-7 a step, where the two programs fuse the update differently)."""
+    from dlsweep.models import linear_net
+
+    monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 0)
+    sweep = _phase_sweep(init)
+    program = api.compile_inputs(sweep)[0]
+    assert program.sequential and engine.anchored(program)
+    runs, traj = {}, {}
+    for name in ("anchored", "every_step"):
+        if name == "every_step":
+            monkeypatch.delattr(linear_net.LinearNet, "drift_from")
+            assert not engine.anchored(api.compile_inputs(sweep)[0])
+        folder = api.run(sweep, out=tmp_path / name, progress_bar=False).folder
+        runs[name], traj[name] = api.load(folder), api.load_trajectories(folder)
+    hits = [c for c in runs["anchored"].columns if c.startswith("hit_")]
+    assert (runs["anchored"][hits] >= 0).to_numpy().mean() > 0.5          # levels are reached: the check bites
+    assert runs["anchored"][hits].equals(runs["every_step"][hits])
+    assert runs["anchored"]["steps_run"].equals(runs["every_step"]["steps_run"])
+    np.testing.assert_allclose(traj["anchored"].filter(like="sigma_").to_numpy(),
+                               traj["every_step"].filter(like="sigma_").to_numpy(), rtol=1e-4)
+    (record,) = store.chunk_records(tmp_path / "anchored").values()
+    assert record["executed_traj_steps"] > runs["anchored"]["steps_run"].sum()      # some groups were replayed
+
+
+def test_little_work_observes_every_step(monkeypatch):
+    """One by one, a sweep of less work than `engine.SMALL_WORK_FLOPS` is not `anchored` (its
+    replay's second copy of the step costs more compile than the SVDs it saves), while the same
+    sweep with more work is; a batched program of a `drift_from` model stays anchored whatever its
+    work (matrix sensing), and one without levels (nothing to bound) runs one by one like any
+    model's sweep of little work."""
+    sweep = _phase_sweep("aligned")
+    program, flat, task = api.compile_inputs(sweep)
+    work = flat.size * sweep.steps * program.step_flops
+    monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 1.01 * work / engine.CONVERGING_WORK_FACTOR)
+    program = api.compile_inputs(sweep)[0]
+    assert program.sequential and not engine.anchored(program)
+    monkeypatch.setattr(engine, "SMALL_WORK_FLOPS", 0.99 * work / engine.CONVERGING_WORK_FACTOR)
+    assert engine.anchored(api.compile_inputs(sweep)[0])
+    sensing = spec.resolve({"name": "ms", "model": "matrix_sensing", "steps": 100,
+                            "task": {"sigma_star": [2.0, 1.0], "d": 3},
+                            "axes": {"depth": [2], "sigma0": [0.01, 0.1], "lr": [0.01]}})
+    program = api.compile_inputs(sensing)[0]
+    assert not program.sequential and engine.anchored(program)
+    without_levels = dataclasses.replace(sensing, record=dataclasses.replace(sensing.record, levels=()))
+    assert api.compile_inputs(without_levels)[0].sequential      # little work and no peak to bound: one by one
