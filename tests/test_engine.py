@@ -589,7 +589,8 @@ def test_an_accelerator_tests_levels_every_step_in_unrolled_loops(monkeypatch):
     """On an accelerator the batch always runs (never one by one) and never refills its slots,
     its levels are tested after every step where the model observes sigma exactly at every step
     (no `drift_from`), and its loops run `engine.ACCELERATOR_UNROLL` steps an iteration; a model
-    that bounds its drift keeps the block peak (its exact sigma is an SVD). The step's flops are
+    that bounds its drift keeps the block peak (its exact sigma is an SVD: matrix sensing, and
+    the linear network whatever its work, as one by one is the CPU's alone). The step's flops are
     counted (`engine.step_cost` lowers it for the CPU, whose cost analysis an accelerator's
     plugin lacks)."""
     monkeypatch.setattr(engine, "REFILL_MIN_FLOPS", 0.0)
@@ -601,6 +602,9 @@ def test_an_accelerator_tests_levels_every_step_in_unrolled_loops(monkeypatch):
     sensing, _, _ = api.compile_inputs(sensing_sweep)
     assert (sensing.hits_every_step, sensing.unroll, sensing.sequential) == (False, engine.ACCELERATOR_UNROLL, False)
     assert sensing.refill_from == sensing_sweep.steps and sensing.step_flops > 0
+    with_levels = spec.resolve(INVARIANT["linear_net"] | {"record": {"points": 20, "levels": [0.5]}})
+    network, _, _ = api.compile_inputs(with_levels)      # its SVD bounded by `drift_from`, as matrix sensing's
+    assert (network.hits_every_step, network.sequential, engine.anchored(network)) == (False, False, True)
 
 
 def test_the_step_cost_is_counted_without_a_cpu_backend(monkeypatch):

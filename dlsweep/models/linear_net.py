@@ -283,7 +283,8 @@ class LinearNet:
 
     def drift_from(self, anchor, hp, task):
         """How far the observed singular values of W can be from those at `anchor` (Weyl's
-        inequality, `layers.singular_value_drift`): the engine then observes W, an SVD, once every
+        inequality, `layers.singular_value_drift`): where the layout is `engine.anchored` (not a
+        one-by-one sweep under the small-work bound) the engine then observes W, an SVD, once every
         `engine.ANCHOR_EVERY` steps instead of after every step. One core of a 2-core Xeon,
         linear-net-phase's aligned sweep (135 runs one by one, d = p = 3, width 8): 6.0 -> 2.6 us
         a step, executed / needed trajectory-steps 1.00 -> 1.03 (the replays), the same
