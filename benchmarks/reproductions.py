@@ -332,8 +332,7 @@ def render(results: list[Result], info: dict[str, str], per_group: int, matmul_r
                f"{s.compile_seconds:.2f} s, {s.ran} runs run ({'all' if s.measured else f'up to {per_group} per leading value'}), "
                f"us per computed step by {s.rates}; its longest run {s.longest_steps:,} steps "
                f"({s.longest_steps / max(s.needed, 1):.0%} of those needed), {s.longest_seconds:.3g} s at the loop's "
-               "step time; "
-               f"its gradient {s.gradient_flops:.3g} flops (XLA's cost analysis), "
+               f"step time; its gradient {s.gradient_flops:.3g} flops (XLA's cost analysis), "
                f"so the loop computes {s.loop_flops_rate / 1e9:.3g} GFLOP/s ({s.loop_flops_rate / matmul_rate:.0%} of the "
                f"matrix product's)" for r in results for s in r.sweeps]
     device_goals = [f"- {name} full on one accelerator in under {goal:g} s (end to end, cold): "
@@ -381,9 +380,8 @@ def render(results: list[Result], info: dict[str, str], per_group: int, matmul_r
         "else the loss at the last recorded step both reached); `equal`: stopped at the same step. "
         "Bound: per-run s / the sum over sweeps of (the loop's compile + the loop's time for the sweep's run of "
         "most steps, its steps at the loop's time per step for its value of the leading axis): the ratio of a "
-        "layout "
-        "that compiles and steps as fast as the loop and runs the sweeps one after another, with every other "
-        "run, the thresholds and the figures free. A run's steps follow one another, so however it batches the "
+        "layout that compiles and steps as fast as the loop and runs the sweeps one after another, with every "
+        "other run, the thresholds and the figures free. A run's steps follow one another, so however it batches the "
         "other runs such a layout takes no less time; where the bound is under the goal, the cold-cache goal "
         "asks for a faster compile or faster steps than the loop's, not for another layout (dlsweep's own "
         "compile is at times faster than the loop's, so its sweeps alone can pass the bound).", "",
