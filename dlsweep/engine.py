@@ -264,12 +264,12 @@ SMALL_WORK_FLOPS = 1e10
 """On CPU, a sweep whose work, every run to the step limit, is under this many floating-point
 operations also runs one by one when its model observes sigma exactly at every step (no
 `drift_from`) or it has no levels: its program then holds one copy of the step (no block peak,
-no replay) and compiles in about 0.6x the time, which at this size is more than its slower steps cost, and
-each run computes only its own steps. Measured on one core of a 2-core Intel Xeon, compile and
-run, batched -> one by one: gissin-fig2 (2.7e7 flops) 2.45 -> 1.75 s, two-factor (9.5e7) 2.55 ->
-1.56 s, gissin-gd (6.4e8) 2.65 -> 1.59 s, toy-threshold (2.4e9) 3.74 -> 2.50 s, toy-depth-ratio
-(5.9e9) 3.78 -> 3.08 s; gissin-depth-separation (1.5e10) stays batched (4.56 s against 5.54 s),
-and so does matrix sensing (`drift_from`; 13.8 s against 15.5 s)."""
+no replay) and compiles in about 0.6x the time, which at this size is more than its slower steps
+cost, and each run computes only its own steps. Measured on one core of a 2-core Intel Xeon,
+compile and run, batched -> one by one: gissin-fig2 (2.7e7 flops) 2.45 -> 1.75 s, two-factor
+(9.5e7) 2.55 -> 1.56 s, gissin-gd (6.4e8) 2.65 -> 1.59 s, toy-threshold (2.4e9) 3.74 -> 2.50 s,
+toy-depth-ratio (5.9e9) 3.78 -> 3.08 s; gissin-depth-separation (1.5e10) stays batched (4.56 s
+against 5.54 s), and so does matrix sensing (`drift_from`; 13.8 s against 15.5 s)."""
 
 
 CONVERGING_WORK_FACTOR = 3
