@@ -192,7 +192,7 @@ def measure_sweep(folder: Path, label: str, per_group: int) -> SweepResult:
     rates = ", ".join(f"{value:g}: {rate * 1e6:.3g}" for value, rate in zip(sweep.axes[leading], per_step))
     flops = loop.program.step_flops
     longest_at = np.unravel_index(np.argmax(steps_run), steps_run.shape)
-    return SweepResult(label, len(runs), int(runs["steps_run"].sum()), None if None in executed else int(sum(executed)),
+    return SweepResult(label, len(runs), int(needed.sum()), None if None in executed else int(sum(executed)),
                        sweep.stop.rel_loss > 0 or sweep.stop.loss > 0, loop.compile_seconds,
                        loop.compile_seconds + float(seconds.sum()) if measured else estimate, measured, len(ids), agreement,
                        f"{leading} {rates}", flops, flops * float(ours["executed"].sum() / seconds.sum()),
