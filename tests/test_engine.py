@@ -542,7 +542,7 @@ def assert_same_chunk_results(result, other):
 
 
 @pytest.mark.parametrize("unroll", [1, 3])
-@pytest.mark.parametrize("family", ["toy", "diagonal", "matrix_sensing"])
+@pytest.mark.parametrize("family", marked_slow(["toy", "diagonal", "matrix_sensing"], {"matrix_sensing"}))  # 11-12 s on 2 cores
 def test_the_accelerator_layout_computes_what_the_cpu_layout_computes(family, unroll):
     """An accelerator's layout (`engine.with_layout`): the levels tested after every step
     (`hits_every_step`, no block peak and no replay) where the model observes sigma exactly,
@@ -844,7 +844,7 @@ print("dealt over", engine.deal_count(program, flat.size))
 """
 
 
-@pytest.mark.parametrize("devices", [2, 3])
+@pytest.mark.parametrize("devices", [2, pytest.param(3, marks=pytest.mark.slow)])     # 11 s each on 2 cores
 def test_one_by_one_runs_on_shared_data_dealt_over_devices_give_the_same_dataset_as_one(tmp_path, devices):
     """A one-by-one sweep whose gradient is products with shared data (a diagonal network's
     X beta and X^T r), its rows dealt over 2 or 3 (simulated CPU) devices: each device runs the
@@ -882,7 +882,8 @@ print("dealt over", len(getattr(compiled.executable, "devices", [None])), "by", 
 """
 
 
-@pytest.mark.parametrize(("model", "unit"), [("toy", 1), ("diagonal_net", 3)], ids=["rows", "seed-cycles"])
+@pytest.mark.parametrize(("model", "unit"), [("toy", 1), pytest.param("diagonal_net", 3, marks=pytest.mark.slow)],
+                         ids=["rows", "seed-cycles"])      # seed-cycles: 33 s on 2 cores
 def test_batched_runs_dealt_over_devices_give_the_same_dataset_as_one(tmp_path, model, unit):
     """A batched sweep of enough work (`Program.deals`) deals each chunk over every CPU device
     (`engine.DealtExecutable`): the toy's vector rows, or a diagonal network's whole cycles of

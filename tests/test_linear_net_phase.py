@@ -165,6 +165,7 @@ def test_thresholds_over_seeds_are_the_median_and_range_of_those_found():
     assert (row.sigma0_th, row.sigma0_th_min, row.sigma0_th_max, row.seeds, row.gf_exact) == (2e-4, 1e-4, 3e-4, 3, 5e-5)
 
 
+@pytest.mark.slow      # 17 s on 2 cores
 def test_linear_net_phase_quick_reproduction(quick_reproduction):
     """The bundled phase diagram (quick: depths 1-4, 12 sigma0 over 5.5 decades, 3 Gaussian seeds).
     Expected: it draws both heatmaps; at N = 2..4 the aligned variant's thresholds are the grid's

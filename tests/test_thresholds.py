@@ -258,6 +258,7 @@ def test_bisection_converges_on_the_full_grid(tmp_path):
         assert worst[2.5e-4, s] < worst[1e-3, s]
 
 
+@pytest.mark.slow      # 42 s on 2 cores
 def test_a_random_init_sweeps_bisection_gives_its_points_the_same_init_on_every_layout(tmp_path, monkeypatch):
     """A refinement point's init key is its thresholds row's run id on every layout
     (`thresholding._engine_points`): a small matrix sensing sweep with Gaussian init (4 runs)
