@@ -542,7 +542,8 @@ def assert_same_chunk_results(result, other):
 
 
 @pytest.mark.parametrize("unroll", [1, 3])
-@pytest.mark.parametrize("family", marked_slow(["toy", "diagonal", "matrix_sensing"], {"matrix_sensing"}))  # 11-12 s on 2 cores
+# slow: matrix sensing, 11-12 s each on 2 cores
+@pytest.mark.parametrize("family", marked_slow(["toy", "diagonal", "matrix_sensing"], {"matrix_sensing"}))
 def test_the_accelerator_layout_computes_what_the_cpu_layout_computes(family, unroll):
     """An accelerator's layout (`engine.with_layout`): the levels tested after every step
     (`hits_every_step`, no block peak and no replay) where the model observes sigma exactly,
